@@ -1,0 +1,85 @@
+"""Exception types of the crypto core.
+
+Every error names what was wrong and the allowed range; ``code`` is a stable,
+machine-readable identifier that the coordinator's problem documents and the
+participant's refusal reports reuse (one place for each fact).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CryptoError",
+    "DecodeError",
+    "ParameterError",
+    "PrivacyBudgetError",
+    "RefusalError",
+    "ShareAuthenticationError",
+    "WireFormatError",
+]
+
+
+class CryptoError(Exception):
+    """Base class of every error raised by :mod:`crypto`."""
+
+    code = "crypto_error"
+
+
+class ParameterError(CryptoError, ValueError):
+    """A parameter is outside its allowed range, or a configuration could overflow.
+
+    ``parameter`` names the offending argument; the message gives the limit.
+    """
+
+    code = "invalid_parameter"
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"Argument '{parameter}' {message}")
+        self.parameter = parameter
+
+
+class DecodeError(CryptoError):
+    """Evaluations could not be decoded consistently.
+
+    ``rejected`` lists the evaluation indices (participant indices) that were
+    identified as wrong, if any were; ``received`` the indices that were used.
+    """
+
+    code = "decode_failed"
+
+    def __init__(
+        self, message: str, *, rejected: tuple[int, ...] = (), received: tuple[int, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.rejected = rejected
+        self.received = received
+
+
+class WireFormatError(CryptoError, ValueError):
+    """A packed field vector is malformed (bad header, length, dtype or range)."""
+
+    code = "bad_payload"
+
+
+class ShareAuthenticationError(CryptoError):
+    """A sealed share failed to open. Deliberately opaque: says nothing about why."""
+
+    code = "share_authentication_failed"
+
+    def __init__(self) -> None:
+        super().__init__("sealed share failed authentication")
+
+
+class RefusalError(CryptoError):
+    """A participant refuses a coded-computation request (DESIGN.md section 6)."""
+
+    code = "request_refused"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+class PrivacyBudgetError(CryptoError):
+    """A release would exceed the configured privacy budget."""
+
+    code = "privacy_budget_exceeded"

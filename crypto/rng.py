@@ -1,0 +1,145 @@
+"""Injected randomness for every protocol step.
+
+Every share padding chunk, mask, nonce and noise sample in SecFPP comes from a
+:class:`RandomSource`. Production code uses :class:`SystemRandom` (the operating
+system's CSPRNG, ``os.urandom``); tests and known-answer vectors use
+:class:`DeterministicRandom`, an AES-256-CTR keystream under a fixed seed, which is
+cryptographically strong but reproducible. No protocol function creates its own
+generator, and nothing here touches numpy's global state.
+
+Sampling methods:
+
+* ``random_bytes(n)`` — ``n`` uniform bytes.
+* ``field_elements(prime, shape)`` — uniform integers in ``[0, prime)`` (rejection
+  sampling on ``ceil(log2 prime)``-bit words, so there is no modulo bias).
+* ``uniform(shape)`` — floats in ``[0, 1)`` with 53 random bits each.
+* ``standard_normal(shape)`` — N(0, 1) samples by the Box-Muller transform of
+  ``uniform`` draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from numpy.typing import NDArray
+
+__all__ = ["DeterministicRandom", "RandomSource", "SystemRandom"]
+
+Shape = int | tuple[int, ...]
+
+
+@runtime_checkable
+class RandomSource(Protocol):
+    """Where protocol randomness comes from (see module docstring)."""
+
+    def random_bytes(self, n: int) -> bytes:
+        """Return ``n`` uniformly random bytes."""
+        ...
+
+    def field_elements(self, prime: int, shape: Shape) -> NDArray[np.int64]:
+        """Uniform elements of GF(prime) as int64, values in ``[0, prime)``."""
+        ...
+
+    def uniform(self, shape: Shape) -> NDArray[np.float64]:
+        """Uniform floats in ``[0, 1)`` with 53 random bits each."""
+        ...
+
+    def standard_normal(self, shape: Shape) -> NDArray[np.float64]:
+        """Standard normal samples."""
+        ...
+
+
+def _size(shape: Shape) -> int:
+    if isinstance(shape, int):
+        shape = (shape,)
+    for dim in shape:
+        if dim < 0:
+            raise ValueError(f"Argument 'shape' must have non-negative entries, not {shape}")
+    return math.prod(shape)
+
+
+class _ByteSampler:
+    """Turns a byte source into the sampling methods of :class:`RandomSource`."""
+
+    def random_bytes(self, n: int) -> bytes:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def field_elements(self, prime: int, shape: Shape) -> NDArray[np.int64]:
+        if not 2 <= prime < 2**63:
+            raise ValueError(f"Argument 'prime' must be in [2, 2**63), not {prime}")
+        size = _size(shape)
+        bits = (prime - 1).bit_length()
+        mask = np.uint64((1 << bits) - 1)
+        out = np.empty(size, dtype=np.int64)
+        filled = 0
+        while filled < size:
+            # Acceptance probability is > 1/2, so ask for twice what is missing.
+            want = max(2 * (size - filled), 16)
+            words = np.frombuffer(self.random_bytes(8 * want), dtype="<u8") & mask
+            good = words[words < np.uint64(prime)].astype(np.int64)
+            take = min(good.size, size - filled)
+            out[filled : filled + take] = good[:take]
+            filled += take
+        return out.reshape(shape)
+
+    def uniform(self, shape: Shape) -> NDArray[np.float64]:
+        size = _size(shape)
+        words = np.frombuffer(self.random_bytes(8 * size), dtype="<u8") >> np.uint64(11)
+        return (words.astype(np.float64) * (1.0 / 2**53)).reshape(shape)
+
+    def standard_normal(self, shape: Shape) -> NDArray[np.float64]:
+        size = _size(shape)
+        half = (size + 1) // 2
+        u1 = 1.0 - self.uniform(half)  # in (0, 1]: log is finite
+        u2 = self.uniform(half)
+        radius = np.sqrt(-2.0 * np.log(u1))
+        angle = 2.0 * np.pi * u2
+        z = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])
+        return z[:size].reshape(shape)
+
+
+class SystemRandom(_ByteSampler):
+    """The operating system's CSPRNG (``os.urandom``). Use this in production."""
+
+    def random_bytes(self, n: int) -> bytes:
+        return os.urandom(n)
+
+    def __repr__(self) -> str:
+        return "SystemRandom()"
+
+
+class DeterministicRandom(_ByteSampler):
+    """Reproducible CSPRNG: the AES-256-CTR keystream under ``SHA-256(seed)``.
+
+    For tests, known-answer vectors and benchmarks only; two instances with the
+    same seed produce the same stream.
+
+    >>> DeterministicRandom(b"kat").random_bytes(4) == DeterministicRandom(b"kat").random_bytes(4)
+    True
+    """
+
+    def __init__(self, seed: bytes | str | int) -> None:
+        if isinstance(seed, int):
+            seed = seed.to_bytes(16, "little", signed=True)
+        elif isinstance(seed, str):
+            seed = seed.encode()
+        key = hashlib.sha256(b"secfpp-drbg|" + seed).digest()
+        self._encryptor = Cipher(algorithms.AES(key), modes.CTR(b"\x00" * 16)).encryptor()
+
+    def random_bytes(self, n: int) -> bytes:
+        if n < 0:
+            raise ValueError(f"Argument 'n' must be non-negative, not {n}")
+        return self._encryptor.update(b"\x00" * n)
+
+    def __repr__(self) -> str:
+        return "DeterministicRandom(<seed>)"
+
+
+def default_random() -> RandomSource:
+    """The production source; a function so callers never share hidden state."""
+    return SystemRandom()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Set up (or reuse) the project's virtual environment, then run one job.
+#   bash dev.sh demo   - the embedded federated demo (main job)
+#   bash dev.sh test   - lint, type check and the whole test suite
+#   bash dev.sh bench  - the benchmarks
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+VENV=${SECFPP_VENV:-.venv}
+STAMP="$VENV/.secfpp-installed"
+want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "== creating virtual environment $VENV"
+    "$PY" -m venv "$VENV"
+fi
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+    echo "== installing dependencies (torch==2.14.1 torchvision==0.29.1 pinned; first time takes a few minutes)"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
+    "$VENV/bin/python" -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
+    echo "$want" > "$STAMP"
+fi
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+job=${1:-}
+shift || true
+case "$job" in
+    test)
+        "$VENV/bin/ruff" check .
+        "$VENV/bin/mypy"
+        "$VENV/bin/python" -m pytest "$@"
+        ;;
+    demo)
+        "$VENV/bin/python" -m bench.crypto_round "$@"
+        ;;
+    bench)
+        "$VENV/bin/python" -m bench.crypto_round "$@"
+        ;;
+    *)
+        echo "usage: bash dev.sh {demo|test|bench} [args...]" >&2
+        exit 2
+        ;;
+esac
