@@ -1,0 +1,323 @@
+"""A federation's cryptographic parameters, validated once, with every overflow bound.
+
+Two coded stages use two fields (a deliberate refinement of DESIGN.md section 2, which
+names one ``p``):
+
+* **clustering** (SecPC, degree 2): small vectors (reduced prompts, ``r`` about 128) but
+  squared distances of sums, so it needs a wide field; default ``p = 2**61 - 1``.
+* **aggregation** (degree 1): long vectors (prompt updates, ``n_ctx * d`` entries) but
+  only sums, so a prime below ``2**31`` keeps the bulk matrix products on float64 BLAS
+  (:mod:`crypto.field`); default ``p = 2**31 - 1``.
+
+Overflow is a correctness bug: each decoded quantity must stay below ``(p-1)/2``.
+With ``m <= N`` members per cluster, ``s = 2**bits`` and clip bound ``B``:
+
+* linear sums: ``N * s * B < (p-1)/2``;
+* point-centre distances, per decoded chunk: ``L_c * (2 * N * s * B)**2 < (p-1)/2`` with
+  ``L_c = ceil(r / K_c)`` the chunk length (chunks are lifted to integers before the
+  coordinator adds them up);
+* centre-centre distances: ``L_c * (2 * M2 * s * B)**2 < (p-1)/2`` with
+  ``M2 = floor(N/2) * ceil(N/2)``, the largest ``m_c * m_c'`` for disjoint clusters.
+
+:class:`CryptoParams` refuses any configuration that could wrap, naming the parameter
+and the limit; :func:`choose_code` and :meth:`CryptoParams.for_federation` pick ``K``,
+``T`` and the largest safe ``bits``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from crypto.errors import ParameterError
+from crypto.field import MAX_PRIME, PrimeField, is_prime
+from crypto.lcc import LagrangeCode
+
+__all__ = [
+    "CodeSpec",
+    "CryptoParams",
+    "FieldSpec",
+    "choose_code",
+    "largest_safe_bits",
+]
+
+MERSENNE_61 = 2**61 - 1
+MERSENNE_31 = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Field and quantization of one stage: ``GF(prime)``, ``s = 2**bits``, clip ``B``."""
+
+    prime: int
+    bits: int
+    clip: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prime, int) or not 2 < self.prime < MAX_PRIME:
+            raise ParameterError("prime", f"must be an int in (2, 2**62), not {self.prime!r}")
+        if not is_prime(self.prime):
+            raise ParameterError("prime", f"must be prime, not {self.prime}")
+        if not isinstance(self.bits, int) or not 0 <= self.bits <= 52:
+            raise ParameterError("bits", f"must be an int in [0, 52], not {self.bits!r}")
+        if not (isinstance(self.clip, int | float) and math.isfinite(self.clip) and self.clip > 0):
+            raise ParameterError("clip", f"must be a positive finite number, not {self.clip!r}")
+
+    @property
+    def scale(self) -> int:
+        """``s = 2**bits``."""
+        return 1 << self.bits
+
+    @property
+    def half(self) -> int:
+        """``(p-1)/2``, the largest magnitude a decoded value may have."""
+        return (self.prime - 1) // 2
+
+    @property
+    def field(self) -> PrimeField:
+        """The field object (cheap to build; holds no secrets)."""
+        return PrimeField(self.prime)
+
+    def quantum_bound(self) -> int:
+        """``s * B`` rounded up: the largest magnitude of one quantized entry."""
+        return math.ceil(self.scale * self.clip)
+
+
+@dataclass(frozen=True)
+class CodeSpec:
+    """LCC code of one stage: ``K`` chunks, ``T`` colluders tolerated."""
+
+    k: int
+    t: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or self.k < 1:
+            raise ParameterError("k", f"must be an int >= 1, not {self.k!r}")
+        if not isinstance(self.t, int) or self.t < 1:
+            raise ParameterError("t", f"must be an int >= 1 (privacy needs T >= 1), not {self.t!r}")
+
+    def threshold(self, degree: int) -> int:
+        """Results needed to decode a degree-``degree`` computation."""
+        return degree * (self.k + self.t - 1) + 1
+
+
+def choose_code(n_participants: int, *, dropouts: int, colluders: int, degree: int) -> CodeSpec:
+    """The code with the most chunks that tolerates ``dropouts`` and ``colluders``.
+
+    ``T = colluders`` and ``K`` is the largest integer with
+    ``degree * (K + T - 1) + 1 <= N - dropouts``.
+    """
+    if n_participants < 1:
+        raise ParameterError("n_participants", f"must be >= 1, not {n_participants}")
+    if not 0 <= dropouts < n_participants:
+        raise ParameterError("dropouts", f"must be in [0, {n_participants}), not {dropouts}")
+    if colluders < 1:
+        raise ParameterError("colluders", f"must be >= 1, not {colluders}")
+    if degree < 1:
+        raise ParameterError("degree", f"must be >= 1, not {degree}")
+    available = n_participants - dropouts
+    k = (available - 1) // degree + 1 - colluders
+    if k < 1:
+        raise ParameterError(
+            "colluders",
+            f"= {colluders} with {dropouts} dropouts leaves no room for a degree-{degree} code "
+            f"among {n_participants} participants (need degree*(K+T-1)+1 <= N - dropouts)",
+        )
+    return CodeSpec(k=k, t=colluders)
+
+
+def _linear_peak(n: int, quantum: int) -> int:
+    return n * quantum
+
+
+def _point_peak(n: int, quantum: int, chunk: int) -> int:
+    return chunk * (2 * n * quantum) ** 2
+
+
+def _centre_peak(n: int, quantum: int, chunk: int) -> int:
+    pair = (n // 2) * ((n + 1) // 2)
+    return chunk * (2 * pair * quantum) ** 2
+
+
+def largest_safe_bits(
+    *, prime: int, clip: float, n_participants: int, degree: int, chunk: int = 1
+) -> int:
+    """Largest ``bits`` for which a stage's decoded values cannot wrap (see module doc)."""
+    best = -1
+    for bits in range(53):
+        quantum = math.ceil((1 << bits) * clip)
+        if degree == 1:
+            peak = _linear_peak(n_participants, quantum)
+        else:
+            peak = max(
+                _point_peak(n_participants, quantum, chunk),
+                _centre_peak(n_participants, quantum, chunk),
+            )
+        if peak >= (prime - 1) // 2:
+            break
+        best = bits
+    if best < 0:
+        raise ParameterError("clip", f"= {clip} overflows GF({prime}) even with bits = 0")
+    return best
+
+
+@dataclass(frozen=True)
+class CryptoParams:
+    """Everything that fixes a federation's coded computations.
+
+    Attributes:
+        n_participants: ``N``, participants holding evaluation points ``alpha_0..alpha_{N-1}``.
+        reduced_dim: ``r``, length of the reduced prompt ``x_i`` that SecPC clusters.
+        clustering_code, clustering_field: LCC code and field of the distance stage.
+        aggregation_code, aggregation_field: LCC code and field of cluster sums.
+        l2_clip: ``C``, L2 bound of one participant's (real-valued) update.
+        min_aggregation_size: smallest member set a participant will sum over.
+        max_clusters: upper bound on the number of clusters.
+    """
+
+    n_participants: int
+    reduced_dim: int
+    clustering_code: CodeSpec
+    aggregation_code: CodeSpec
+    clustering_field: FieldSpec = field(
+        default_factory=lambda: FieldSpec(prime=MERSENNE_61, bits=16, clip=4.0)
+    )
+    aggregation_field: FieldSpec = field(
+        default_factory=lambda: FieldSpec(prime=MERSENNE_31, bits=16, clip=1.0)
+    )
+    l2_clip: float = 10.0
+    min_aggregation_size: int = 3
+    max_clusters: int = 8
+
+    def __post_init__(self) -> None:
+        n = self.n_participants
+        if not isinstance(n, int) or n < 2:
+            raise ParameterError("n_participants", f"must be an int >= 2, not {n!r}")
+        if not isinstance(self.reduced_dim, int) or self.reduced_dim < 1:
+            raise ParameterError("reduced_dim", f"must be an int >= 1, not {self.reduced_dim!r}")
+        if not (math.isfinite(self.l2_clip) and self.l2_clip > 0):
+            raise ParameterError("l2_clip", f"must be a positive finite number, not {self.l2_clip}")
+        if (
+            not isinstance(self.min_aggregation_size, int)
+            or not 2 <= self.min_aggregation_size <= n
+        ):
+            raise ParameterError(
+                "min_aggregation_size",
+                f"must be an int in [2, {n}], not {self.min_aggregation_size!r}",
+            )
+        if not isinstance(self.max_clusters, int) or not 1 <= self.max_clusters <= n:
+            raise ParameterError(
+                "max_clusters", f"must be an int in [1, {n}], not {self.max_clusters!r}"
+            )
+        self._check_code("clustering_code", self.clustering_code, self.clustering_field, degree=2)
+        self._check_code(
+            "aggregation_code", self.aggregation_code, self.aggregation_field, degree=1
+        )
+        self._check_overflow()
+
+    def _check_code(self, name: str, code: CodeSpec, spec: FieldSpec, *, degree: int) -> None:
+        need = code.threshold(degree)
+        if self.n_participants < need:
+            raise ParameterError(
+                name,
+                f"K={code.k}, T={code.t} needs N >= {degree}*(K+T-1)+1 = {need} for a degree-"
+                f"{degree} stage, but N = {self.n_participants}",
+            )
+        if code.k + code.t + self.n_participants >= spec.prime:
+            raise ParameterError(name, f"needs K+T+N < p = {spec.prime} for distinct points")
+
+    def _check_overflow(self) -> None:
+        n = self.n_participants
+        agg = self.aggregation_field
+        peak = _linear_peak(n, agg.quantum_bound())
+        if peak >= agg.half:
+            safe = largest_safe_bits(prime=agg.prime, clip=agg.clip, n_participants=n, degree=1)
+            raise ParameterError(
+                "aggregation_field.bits",
+                f"= {agg.bits} lets a sum of N = {n} updates reach N*s*B = {peak} >= (p-1)/2 = "
+                f"{agg.half}; the largest safe value is {safe}",
+            )
+        cl = self.clustering_field
+        chunk = self.clustering_chunk
+        quantum = cl.quantum_bound()
+        for kind, value in (
+            ("point-centre", _point_peak(n, quantum, chunk)),
+            ("centre-centre", _centre_peak(n, quantum, chunk)),
+        ):
+            if value >= cl.half:
+                safe = largest_safe_bits(
+                    prime=cl.prime, clip=cl.clip, n_participants=n, degree=2, chunk=chunk
+                )
+                raise ParameterError(
+                    "clustering_field.bits",
+                    f"= {cl.bits} lets {kind} distances reach {value} >= (p-1)/2 = {cl.half} "
+                    f"(chunk length {chunk}, N = {n}, s*B = {quantum}); the largest safe value "
+                    f"is {safe}",
+                )
+
+    # -- derived ---------------------------------------------------------------------
+    @property
+    def clustering_chunk(self) -> int:
+        """``ceil(r / K_c)``: entries per chunk of a shared reduced prompt."""
+        return -(-self.reduced_dim // self.clustering_code.k)
+
+    @property
+    def clustering_dropouts(self) -> int:
+        """How many participants may miss the distance stage."""
+        return self.n_participants - self.clustering_code.threshold(2)
+
+    @property
+    def aggregation_dropouts(self) -> int:
+        """How many participants may miss the aggregation stage."""
+        return self.n_participants - self.aggregation_code.threshold(1)
+
+    def clustering_lcc(self) -> LagrangeCode:
+        """The LCC code of the distance stage."""
+        c = self.clustering_code
+        return LagrangeCode(self.clustering_field.field, c.k, c.t, self.n_participants)
+
+    def aggregation_lcc(self) -> LagrangeCode:
+        """The LCC code of the aggregation stage."""
+        c = self.aggregation_code
+        return LagrangeCode(self.aggregation_field.field, c.k, c.t, self.n_participants)
+
+    @classmethod
+    def for_federation(
+        cls,
+        n_participants: int,
+        *,
+        reduced_dim: int = 128,
+        dropout_fraction: float = 0.25,
+        collusion_fraction: float = 0.25,
+        clustering_clip: float = 4.0,
+        aggregation_clip: float = 1.0,
+        clustering_prime: int = MERSENNE_61,
+        aggregation_prime: int = MERSENNE_31,
+        **kwargs: Any,
+    ) -> CryptoParams:
+        """Parameters tolerating ``floor(f_d * N)`` dropouts and ``max(1, floor(f_c * N))``
+        colluders in both stages, with the largest safe quantization ``bits``."""
+        n = n_participants
+        dropouts = math.floor(dropout_fraction * n)
+        colluders = max(1, math.floor(collusion_fraction * n))
+        c_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=2)
+        a_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=1)
+        chunk = -(-reduced_dim // c_code.k)
+        c_bits = largest_safe_bits(
+            prime=clustering_prime, clip=clustering_clip, n_participants=n, degree=2, chunk=chunk
+        )
+        a_bits = largest_safe_bits(
+            prime=aggregation_prime, clip=aggregation_clip, n_participants=n, degree=1
+        )
+        return cls(
+            n_participants=n,
+            reduced_dim=reduced_dim,
+            clustering_code=c_code,
+            aggregation_code=a_code,
+            clustering_field=FieldSpec(prime=clustering_prime, bits=c_bits, clip=clustering_clip),
+            aggregation_field=FieldSpec(
+                prime=aggregation_prime, bits=a_bits, clip=aggregation_clip
+            ),
+            **kwargs,
+        )

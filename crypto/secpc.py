@@ -1,0 +1,197 @@
+"""SecPC distance stage on Lagrange-coded shares (DESIGN.md section 4, steps 1-3).
+
+Reference sets of one round (:class:`ReferenceSets`): the clusters ``M_c`` and, for some
+clusters, a singleton candidate ``{k}``. Participant ``j`` holds ``share_j(x_i)`` (length
+``L = ceil(r/K)``) for every participant ``i`` and computes, mod p,
+
+* ``delta_j(i, S) = sum_l (m_S * share_j(x_i)_l - Sum_j(S)_l)**2`` for every ``i`` and
+  reference set ``S`` of size ``m_S``, where ``Sum_j(S) = sum_{i' in S} share_j(x_i')``;
+* ``eps_j(c, c') = sum_l (m_c' * Sum_j(c)_l - m_c * Sum_j(c')_l)**2`` for clusters
+  ``c < c'``.
+
+Both are degree-2 polynomials in the shares, so the coordinator decodes them from
+``2(K+T-1)+1`` results, lifts each chunk's value to an integer, sums the ``K`` chunks and
+rescales: ``D[i, S] = dec / (s**2 * m_S**2)`` is the squared distance of ``x_i`` to the
+centre (mean) of ``S``; ``E[c, c'] = dec / (s**2 * m_c**2 * m_c'**2)`` the squared
+centre-centre distance. Units: squared distances in the real (dequantized) space.
+
+The result vector a participant uploads is laid out as ``delta`` row-major over
+(participants x reference sets), then ``eps`` over cluster pairs ``(c, c')``, ``c < c'``
+in the announced order (:attr:`ReferenceSets.result_length`).
+
+:func:`plaintext_distances` computes the same table from real vectors: the reference
+path the tests compare with.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crypto.errors import DecodeError, ParameterError
+from crypto.field import FieldArray, PrimeField
+from crypto.lcc import Decoded, LagrangeCode
+from crypto.params import FieldSpec
+
+__all__ = [
+    "Distances",
+    "ReferenceSets",
+    "coded_distances",
+    "decode_distances",
+    "plaintext_distances",
+]
+
+
+@dataclass(frozen=True)
+class ReferenceSets:
+    """What the coordinator asks for in one distance stage.
+
+    Attributes:
+        participants: the ``i`` whose distances are wanted (those who shared), sorted.
+        clusters: ``(cluster id, members)`` in increasing id order; members sorted.
+        candidates: ``(cluster id, candidate participant)``: singleton sets ``{k}``.
+    """
+
+    participants: tuple[int, ...]
+    clusters: tuple[tuple[int, tuple[int, ...]], ...]
+    candidates: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if list(self.participants) != sorted(set(self.participants)):
+            raise ParameterError("participants", "must be sorted and without repeats")
+        if not self.clusters:
+            raise ParameterError("clusters", "must name at least one cluster")
+        ids = [c for c, _ in self.clusters]
+        if ids != sorted(set(ids)):
+            raise ParameterError("clusters", "must be in increasing id order without repeats")
+        present = set(self.participants)
+        for c, members in self.clusters:
+            if not members:
+                raise ParameterError("clusters", f"cluster {c} is empty")
+            if not set(members) <= present:
+                raise ParameterError("clusters", f"cluster {c} names members that did not share")
+        for c, k in self.candidates:
+            if c not in ids or k not in present:
+                raise ParameterError("candidates", f"candidate ({c}, {k}) is unknown")
+
+    @property
+    def sets(self) -> list[tuple[int, ...]]:
+        """Member tuples of every reference set: clusters first, then candidates."""
+        return [m for _, m in self.clusters] + [(k,) for _, k in self.candidates]
+
+    @property
+    def cluster_pairs(self) -> list[tuple[int, int]]:
+        """Index pairs ``(a, b)``, ``a < b``, into :attr:`clusters`."""
+        return list(itertools.combinations(range(len(self.clusters)), 2))
+
+    @property
+    def result_length(self) -> int:
+        """Length of one participant's result vector."""
+        return len(self.participants) * len(self.sets) + len(self.cluster_pairs)
+
+
+@dataclass(frozen=True)
+class Distances:
+    """Decoded (or plaintext) SecPC distances; squared, in real units.
+
+    Attributes:
+        refs: the reference sets they answer.
+        point: ``D``, shape (len(participants), len(sets)): ``D[i, S]``.
+        centre: ``E``, shape (C, C), symmetric with zero diagonal.
+    """
+
+    refs: ReferenceSets
+    point: NDArray[np.float64]
+    centre: NDArray[np.float64]
+
+    def row(self, participant: int) -> int:
+        """Row of ``participant`` in :attr:`point`."""
+        return self.refs.participants.index(participant)
+
+
+def _membership(refs: ReferenceSets) -> NDArray[np.int64]:
+    index = {p: n for n, p in enumerate(refs.participants)}
+    matrix = np.zeros((len(refs.sets), len(refs.participants)), dtype=np.int64)
+    for s, members in enumerate(refs.sets):
+        for m in members:
+            matrix[s, index[m]] = 1
+    return matrix
+
+
+def coded_distances(
+    field: PrimeField, shares: Mapping[int, FieldArray], refs: ReferenceSets
+) -> FieldArray:
+    """Participant ``j``'s result vector from its shares ``share_j(x_i)`` (see module doc).
+
+    Args:
+        field: the clustering field.
+        shares: participant ``i`` -> ``share_j(x_i)``, each of length ``L``; must cover
+            ``refs.participants``.
+    Returns:
+        field elements, length :attr:`ReferenceSets.result_length`.
+    """
+    missing = [i for i in refs.participants if i not in shares]
+    if missing:
+        raise ParameterError("shares", f"lacks the shares of participants {missing}")
+    own = np.vstack([field.check(shares[i], f"shares[{i}]") for i in refs.participants])
+    sums = field.matmul(_membership(refs), own)  # (S, L)
+    sizes = np.array([len(m) for m in refs.sets], dtype=np.int64)
+    scaled = field.mul(own[:, None, :], sizes[None, :, None])  # (n, S, L)
+    delta = field.square_sum(field.sub(scaled, sums[None, :, :]), axis=-1)  # (n, S)
+    eps = []
+    clusters = refs.clusters
+    for a, b in refs.cluster_pairs:
+        m_a, m_b = len(clusters[a][1]), len(clusters[b][1])
+        diff = field.sub(field.scale(sums[a], m_b), field.scale(sums[b], m_a))
+        eps.append(field.square_sum(diff[None, :], axis=-1)[0])
+    return np.concatenate([delta.reshape(-1), np.asarray(eps, dtype=np.int64)])
+
+
+def decode_distances(
+    code: LagrangeCode,
+    results: Mapping[int, FieldArray],
+    refs: ReferenceSets,
+    spec: FieldSpec,
+) -> tuple[Distances, Decoded]:
+    """Decode participants' result vectors into :class:`Distances` (module doc, step 3)."""
+    decoded = code.decode(results, degree=2)
+    if decoded.values.shape[1] != refs.result_length:
+        raise DecodeError(
+            f"result vectors have {decoded.values.shape[1]} values, expected {refs.result_length}"
+        )
+    lifted = code.field.centered(decoded.values)
+    if (lifted < 0).any():
+        raise DecodeError("a decoded squared distance is negative: the field wrapped")
+    totals = np.sum(lifted.astype(object), axis=0)  # exact: K chunk values below (p-1)/2
+    n_sets = len(refs.sets)
+    n_points = len(refs.participants) * n_sets
+    s2 = float(spec.scale) ** 2
+    sizes = np.array([len(m) for m in refs.sets], dtype=np.float64)
+    point = totals[:n_points].astype(np.float64).reshape(len(refs.participants), n_sets)
+    point /= s2 * sizes[None, :] ** 2
+    n_c = len(refs.clusters)
+    centre = np.zeros((n_c, n_c), dtype=np.float64)
+    for value, (a, b) in zip(totals[n_points:], refs.cluster_pairs, strict=True):
+        m_a, m_b = len(refs.clusters[a][1]), len(refs.clusters[b][1])
+        centre[a, b] = centre[b, a] = float(value) / (s2 * (m_a * m_b) ** 2)
+    return Distances(refs, point, centre), decoded
+
+
+def plaintext_distances(
+    vectors: Mapping[int, NDArray[np.float64]] | Sequence[NDArray[np.float64]],
+    refs: ReferenceSets,
+) -> Distances:
+    """The same :class:`Distances` computed directly from real vectors ``x_i`` (shape (r,))."""
+    rows = np.vstack([np.asarray(vectors[i], dtype=np.float64) for i in refs.participants])
+    index = {p: n for n, p in enumerate(refs.participants)}
+    centres = np.vstack([rows[[index[m] for m in members]].mean(axis=0) for members in refs.sets])
+    point = ((rows[:, None, :] - centres[None, :, :]) ** 2).sum(axis=-1)
+    n_c = len(refs.clusters)
+    centre = np.zeros((n_c, n_c), dtype=np.float64)
+    for a, b in refs.cluster_pairs:
+        centre[a, b] = centre[b, a] = float(((centres[a] - centres[b]) ** 2).sum())
+    return Distances(refs, point, centre)
