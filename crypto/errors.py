@@ -55,9 +55,18 @@ class DecodeError(CryptoError):
 
 
 class WireFormatError(CryptoError, ValueError):
-    """A packed field vector is malformed (bad header, length, dtype or range)."""
+    """A packed field vector is malformed (bad header, length, dtype or range).
+
+    ``reason`` is a short, stable token naming the check that failed (for example
+    ``"bad_magic"``, ``"length_mismatch"``, ``"value_out_of_range"``; :mod:`crypto.wire`
+    lists them all); ``"malformed"`` when the raiser gave none.
+    """
 
     code = "bad_payload"
+
+    def __init__(self, message: str, *, reason: str = "malformed") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ShareAuthenticationError(CryptoError):
