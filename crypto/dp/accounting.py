@@ -241,8 +241,8 @@ def gaussian_epsilon_closed_form(noise_multiplier: float, rounds: int, delta: fl
     solves ``delta(eps) = delta`` by Brent's method (``0.0`` when ``delta(0) <=
     delta``). Independent of dp-accounting: the cross-check for ``q = 1``.
 
-    >>> round(gaussian_epsilon_closed_form(5.0, 100, 1e-5), 2)
-    9.99
+    >>> round(gaussian_epsilon_closed_form(5.0, 100, 1e-5), 3)
+    9.997
     """
     _check_releases(noise_multiplier, 1.0, rounds)
     _check_delta(delta)

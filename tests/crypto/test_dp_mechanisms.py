@@ -9,6 +9,8 @@ clipping) is off by tens to hundreds of standard errors.
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import math
 import subprocess
 import sys
@@ -236,3 +238,10 @@ def test_dp_core_imports_no_framework() -> None:
     )
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+
+
+@pytest.mark.parametrize("module", ["crypto.dp.mechanisms", "crypto.dp.accounting"])
+def test_docstring_examples_run(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
