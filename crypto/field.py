@@ -119,8 +119,8 @@ class PrimeField:
     def _obj(self, values: ArrayLike) -> NDArray[Any]:
         return np.asarray(values, dtype=np.int64).astype(object)
 
-    def _from_obj(self, values: NDArray[Any]) -> FieldArray:
-        return np.asarray(np.mod(values, self.prime), dtype=np.int64)
+    def _from_obj(self, values: NDArray[Any] | int) -> FieldArray:
+        return np.asarray(np.asarray(values, dtype=object) % self.prime, dtype=np.int64)
 
     # -- element-wise ----------------------------------------------------------------
     def add(self, a: FieldArray, b: FieldArray) -> FieldArray:

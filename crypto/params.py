@@ -206,10 +206,8 @@ class CryptoParams:
                 "min_aggregation_size",
                 f"must be an int in [2, {n}], not {self.min_aggregation_size!r}",
             )
-        if not isinstance(self.max_clusters, int) or not 1 <= self.max_clusters <= n:
-            raise ParameterError(
-                "max_clusters", f"must be an int in [1, {n}], not {self.max_clusters!r}"
-            )
+        if not isinstance(self.max_clusters, int) or self.max_clusters < 1:
+            raise ParameterError("max_clusters", f"must be an int >= 1, not {self.max_clusters!r}")
         self._check_code("clustering_code", self.clustering_code, self.clustering_field, degree=2)
         self._check_code(
             "aggregation_code", self.aggregation_code, self.aggregation_field, degree=1
