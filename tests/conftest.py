@@ -30,7 +30,11 @@ def _admin_execute(sql: str) -> None:
     import psycopg
 
     with psycopg.connect(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True,
+        host=PG_HOST,
+        port=PG_PORT,
+        user=PG_USER,
+        dbname="postgres",
+        autocommit=True,
         connect_timeout=3,
     ) as conn:
         conn.execute(sql)  # type: ignore[arg-type]
@@ -115,9 +119,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def empty_db_url(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[str]:
+def empty_db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """URL of a fresh, empty database of the parametrized backend."""
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'empty.db'}"
