@@ -109,7 +109,8 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise self._problem()
+                    # An HTTPException passes FastAPI's body parsing unchanged (413).
+                    raise StarletteHTTPException(413, self._problem().detail)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -120,7 +121,7 @@ class BodySizeLimit:
 
         try:
             await self.app(scope, limited_receive, tracking_send)
-        except ProblemError:
+        except StarletteHTTPException:
             if not started:
                 await self._reject(scope, send)
 

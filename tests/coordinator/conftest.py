@@ -365,3 +365,41 @@ def client(db_url: str, clock: FakeClock) -> Iterator[TestClient]:
 @pytest.fixture
 def harness(client: TestClient) -> FederationHarness:
     return FederationHarness(client)
+
+
+@pytest.fixture
+def snapshot(db_url: str) -> Iterator[Callable[[], dict[str, list[tuple[Any, ...]]]]]:
+    """Every row of every table, read through a separate engine (to prove no change)."""
+    from sqlalchemy import select
+
+    from coordinator.db.engine import make_engine
+    from coordinator.db.models import Base
+
+    engine = make_engine(db_url)
+
+    def take() -> dict[str, list[tuple[Any, ...]]]:
+        with engine.connect() as conn:
+            return {
+                name: sorted((tuple(row) for row in conn.execute(select(table))), key=repr)
+                for name, table in Base.metadata.tables.items()
+            }
+
+    yield take
+    engine.dispose()
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """A problem document with ``status`` and stable ``code``."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = dict(response.json())
+    assert body["code"] == code, body
+    assert body["status"] == status
+    assert body["type"].endswith(code)
+    assert body["title"]
+    return body
+
+
+@pytest.fixture
+def problem() -> Callable[..., dict[str, Any]]:
+    return assert_problem
