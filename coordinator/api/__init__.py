@@ -1,0 +1,1 @@
+"""HTTP API: routes per area (admin, participants, ops) and their dependencies."""

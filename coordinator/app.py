@@ -1,0 +1,87 @@
+"""The app factory: ``create_app(settings)``; no engine exists before the lifespan runs.
+
+The lifespan creates the engine and session factory, optionally migrates, and starts
+the background task that enforces deadlines (every ``tick_interval_s`` it drives every
+unfinished round). Run it with ``uvicorn --factory coordinator.app:create_app`` or the
+``secfpp-coordinator`` console script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import anyio
+from fastapi import FastAPI
+
+from coordinator.api import admin, ops, participants
+from coordinator.api.problems import BodySizeLimit, install_problem_handlers
+from coordinator.db.engine import make_engine, make_sessionmaker
+from coordinator.db.migrate import upgrade
+from coordinator.metrics import Metrics
+from coordinator.rounds.driver import Clock, RoundDriver
+from coordinator.settings import Settings, get_settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _deadline_loop(driver: RoundDriver, interval: float) -> None:
+    while True:
+        try:
+            await anyio.to_thread.run_sync(driver.drive_all)
+        except Exception:
+            log.exception("deadline check failed")
+        await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    engine = make_engine(settings.database_url, echo=settings.sql_echo)
+    if settings.migrate_on_startup:
+        await anyio.to_thread.run_sync(upgrade, engine)
+    sessions = make_sessionmaker(engine)
+    app.state.engine = engine
+    app.state.sessions = sessions
+    app.state.driver = RoundDriver(sessions, app.state.clock, app.state.metrics)
+    ticker = asyncio.create_task(_deadline_loop(app.state.driver, settings.tick_interval_s))
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+        engine.dispose()
+
+
+def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
+    """A coordinator app. ``settings`` default to :func:`get_settings`; ``clock`` (UTC
+    ``datetime`` factory) lets tests move time."""
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="SecFPP coordinator",
+        version="1.0.0",
+        summary="Drives secure federated prompt-learning rounds: relays sealed shares, "
+        "decodes permitted outputs, clusters and publishes global prompts.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.clock = clock or utc_now
+    app.state.metrics = Metrics()
+    app.dependency_overrides[get_settings] = lambda: settings
+    install_problem_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(admin.router)
+    app.include_router(participants.enroll_router)
+    app.include_router(participants.router)
+    app.include_router(ops.router)
+    return app

@@ -1,0 +1,251 @@
+"""A federation's configuration: what the admin chooses when creating it.
+
+The crypto part is resolved once, at creation, into explicit codes, fields and bounds
+(:meth:`FederationConfig.crypto_params` rebuilds the core's validated
+:class:`~crypto.params.CryptoParams` from it); everything else is protocol policy
+the coordinator applies round by round. Stored as JSON on the federation row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from crypto.params import CodeSpec, CryptoParams, FieldSpec
+
+__all__ = [
+    "CodeSpecModel",
+    "CryptoConfig",
+    "DeadlineConfig",
+    "DifferentialPrivacyConfig",
+    "FederationConfig",
+    "FederationCreate",
+    "FieldSpecModel",
+    "PromptConfig",
+    "ReductionConfig",
+    "RoundPolicy",
+    "Tolerance",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CodeSpecModel(_Frozen):
+    """LCC code: ``k`` data chunks, ``t`` colluders tolerated."""
+
+    k: int = Field(ge=1)
+    t: int = Field(ge=1)
+
+
+class FieldSpecModel(_Frozen):
+    """Field GF(prime), quantization scale ``2**bits`` and clip bound per entry."""
+
+    prime: int
+    bits: int = Field(ge=0, le=52)
+    clip: float = Field(gt=0)
+
+
+class CryptoConfig(_Frozen):
+    """The resolved :class:`~crypto.params.CryptoParams` (without ``n_participants``)."""
+
+    reduced_dim: int = Field(ge=1, description="r: length of the reduced prompt x_i.")
+    clustering_code: CodeSpecModel
+    aggregation_code: CodeSpecModel
+    clustering_field: FieldSpecModel
+    aggregation_field: FieldSpecModel
+    l2_clip: float = Field(gt=0, description="C: L2 bound of one participant's update.")
+    min_aggregation_size: int = Field(ge=2)
+    max_clusters: int = Field(ge=1)
+
+    @classmethod
+    def from_params(cls, params: CryptoParams) -> CryptoConfig:
+        def code(c: CodeSpec) -> CodeSpecModel:
+            return CodeSpecModel(k=c.k, t=c.t)
+
+        def fld(f: FieldSpec) -> FieldSpecModel:
+            return FieldSpecModel(prime=f.prime, bits=f.bits, clip=f.clip)
+
+        return cls(
+            reduced_dim=params.reduced_dim,
+            clustering_code=code(params.clustering_code),
+            aggregation_code=code(params.aggregation_code),
+            clustering_field=fld(params.clustering_field),
+            aggregation_field=fld(params.aggregation_field),
+            l2_clip=params.l2_clip,
+            min_aggregation_size=params.min_aggregation_size,
+            max_clusters=params.max_clusters,
+        )
+
+    def to_params(self, n_participants: int) -> CryptoParams:
+        """Validated core parameters; raises :class:`~crypto.errors.ParameterError`."""
+        return CryptoParams(
+            n_participants=n_participants,
+            reduced_dim=self.reduced_dim,
+            clustering_code=CodeSpec(**self.clustering_code.model_dump()),
+            aggregation_code=CodeSpec(**self.aggregation_code.model_dump()),
+            clustering_field=FieldSpec(**self.clustering_field.model_dump()),
+            aggregation_field=FieldSpec(**self.aggregation_field.model_dump()),
+            l2_clip=self.l2_clip,
+            min_aggregation_size=self.min_aggregation_size,
+            max_clusters=self.max_clusters,
+        )
+
+
+class Tolerance(_Frozen):
+    """How the codes are chosen when ``crypto`` is not given explicitly."""
+
+    reduced_dim: int = Field(default=128, ge=1)
+    dropout_fraction: float = Field(default=0.25, ge=0, lt=1)
+    collusion_fraction: float = Field(default=0.25, ge=0, lt=1)
+    clustering_clip: float = Field(default=4.0, gt=0)
+    aggregation_clip: float = Field(default=1.0, gt=0)
+    l2_clip: float = Field(default=10.0, gt=0)
+    min_aggregation_size: int = Field(default=3, ge=2)
+    max_clusters: int = Field(default=8, ge=1)
+
+
+class PromptConfig(_Frozen):
+    """Shape of a global prompt (``n_ctx x dim``) and how generation 0 is drawn."""
+
+    n_ctx: int = Field(default=16, ge=1)
+    dim: int = Field(default=512, ge=1)
+    init_std: float = Field(default=0.02, ge=0, description="Generation 0 is N(0, init_std^2).")
+    init_seed: int = Field(default=0, description="Public seed of generation 0.")
+
+    @property
+    def size(self) -> int:
+        return self.n_ctx * self.dim
+
+
+class ReductionConfig(_Frozen):
+    """How participants map a prompt to ``x_i`` (DESIGN.md section 4); public."""
+
+    method: Literal["jl", "token-pca"] = "jl"
+    seed: int = Field(default=0, description="Public seed of the JL matrix.")
+
+
+class ClusteringPolicy(_Frozen):
+    """Parameters of the SecPC clustering step (DESIGN.md section 4)."""
+
+    split_ratio: float = Field(default=0.9, gt=0, le=1)
+    merge_factor: float = Field(default=1.0, ge=0)
+
+
+class RoundPolicy(_Frozen):
+    """How many rounds, how many of them warmup, and the global step size."""
+
+    total: int | None = Field(default=None, ge=1, description="Rounds allowed; null: unbounded.")
+    warmup_rounds: int = Field(
+        default=1, ge=0, description="Rounds without the distance stage (everyone in cluster 0)."
+    )
+    lr_global: float = Field(default=1.0, gt=0, description="G_c <- G_c + lr_global * mean.")
+
+
+class DeadlineConfig(_Frozen):
+    """Seconds each stage stays open (sharing includes local training)."""
+
+    sharing_s: float = Field(default=3600.0, gt=0)
+    distances_s: float = Field(default=600.0, gt=0)
+    aggregation_s: float = Field(default=600.0, gt=0)
+
+
+class DifferentialPrivacyConfig(_Frozen):
+    """Gaussian noise on decoded cluster means (GDP, DESIGN.md section 8) and the budget."""
+
+    mechanism: Literal["none", "gaussian"] = "none"
+    noise_multiplier: float | None = Field(
+        default=None, gt=0, description="sigma_G / sensitivity; required for 'gaussian'."
+    )
+    delta: float = Field(default=1e-5, gt=0, lt=1)
+    epsilon_budget: float | None = Field(
+        default=None, gt=0, description="Rounds that would spend more are refused at start."
+    )
+
+    @model_validator(mode="after")
+    def _needs_multiplier(self) -> DifferentialPrivacyConfig:
+        if self.mechanism == "gaussian" and self.noise_multiplier is None:
+            raise ValueError("mechanism 'gaussian' needs noise_multiplier")
+        return self
+
+
+Strategy = Literal["secfpp", "promptfl", "dpfpl"]
+
+
+class _Policy(_Frozen):
+    strategy: Strategy = Field(
+        default="secfpp",
+        description="secfpp: clustered global prompts (SecPC); promptfl and dpfpl: one global "
+        "prompt (no distance stage).",
+    )
+    n_participants: int = Field(ge=2, le=1024)
+    prompt: PromptConfig = PromptConfig()
+    reduction: ReductionConfig = ReductionConfig()
+    clustering: ClusteringPolicy = ClusteringPolicy()
+    rounds: RoundPolicy = RoundPolicy()
+    deadlines: DeadlineConfig = DeadlineConfig()
+    dp: DifferentialPrivacyConfig = DifferentialPrivacyConfig()
+    operators_see_distances: bool = Field(
+        default=False, description="Show decoded SecPC distances in the admin round status."
+    )
+
+
+class FederationCreate(_Policy):
+    """Request to create a federation: ``crypto`` explicit, or derived from ``tolerance``."""
+
+    name: str = Field(min_length=1, max_length=200)
+    crypto: CryptoConfig | None = None
+    tolerance: Tolerance = Tolerance()
+
+    def resolve(self) -> FederationConfig:
+        """The stored config; raises :class:`~crypto.errors.ParameterError` when unsafe."""
+        if self.crypto is not None:
+            crypto = self.crypto
+        else:
+            tol = self.tolerance
+            params = CryptoParams.for_federation(
+                self.n_participants,
+                reduced_dim=tol.reduced_dim,
+                dropout_fraction=tol.dropout_fraction,
+                collusion_fraction=tol.collusion_fraction,
+                clustering_clip=tol.clustering_clip,
+                aggregation_clip=tol.aggregation_clip,
+                l2_clip=tol.l2_clip,
+                min_aggregation_size=min(tol.min_aggregation_size, self.n_participants),
+                max_clusters=min(tol.max_clusters, self.n_participants),
+            )
+            crypto = CryptoConfig.from_params(params)
+        config = FederationConfig(
+            **self.model_dump(exclude={"name", "crypto", "tolerance"}), crypto=crypto
+        )
+        config.crypto_params()  # validates bounds
+        return config
+
+
+class FederationConfig(_Policy):
+    """The stored, fully resolved configuration of a federation."""
+
+    crypto: CryptoConfig
+
+    def crypto_params(self) -> CryptoParams:
+        return self.crypto.to_params(self.n_participants)
+
+    @property
+    def clustered(self) -> bool:
+        """Does this strategy run SecPC at all?"""
+        return self.strategy == "secfpp"
+
+    def is_clustering_round(self, number: int) -> bool:
+        """Round ``number`` (1-based) has a distance stage."""
+        return self.clustered and number > self.rounds.warmup_rounds
+
+    def update_share_length(self) -> int:
+        """Entries of one participant's share of its update ``g_i``."""
+        return math.ceil(self.prompt.size / self.crypto.aggregation_code.k)
+
+    def prompt_share_length(self) -> int:
+        """Entries of one participant's share of its reduced prompt ``x_i``."""
+        return math.ceil(self.crypto.reduced_dim / self.crypto.clustering_code.k)

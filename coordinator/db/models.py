@@ -1,0 +1,212 @@
+"""SQLAlchemy models of the coordinator's state (the schema the migrations create).
+
+Ownership of the data:
+
+* ``federations`` hold the resolved config (JSON, :class:`coordinator.config.FederationConfig`);
+* ``participants`` their fixed LCC index, X25519 public key and the SHA-256 of their API
+  token (never the token); ``enrollment_tokens`` likewise only hashes;
+* ``rounds`` one row per round: ``stage`` and ``version`` are the compare-and-set pair
+  every transition and every accepted upload updates; ``state`` the round's protocol
+  state (membership trained under, who shared, reference sets, decoded outcome);
+* ``round_events`` the append-only log, one row per transition/refusal/abort, unique per
+  ``(round_id, version)`` so two workers can never both log a step from one version;
+* ``share_envelopes`` sealed shares as opaque ciphertext, ``coded_results`` the packed
+  result vectors participants computed on shares;
+* ``cluster_prompts`` the global prompt of every cluster per generation (generation ``g``
+  is what round ``g + 1`` trains from; generation 0 is drawn from the public seed);
+* ``privacy_ledger`` one row per noised release.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Base",
+    "ClusterPrompt",
+    "CodedResult",
+    "EnrollmentToken",
+    "Federation",
+    "Participant",
+    "PrivacyLedgerEntry",
+    "Round",
+    "RoundEvent",
+    "ShareEnvelope",
+    "UTCDateTime",
+]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite drops the offset)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {  # noqa: RUF012 - SQLAlchemy's declarative hook
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[Any]: JSON(),
+        bytes: LargeBinary(),
+    }
+
+
+class Federation(Base):
+    __tablename__ = "federations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+class Participant(Base):
+    __tablename__ = "participants"
+    __table_args__ = (UniqueConstraint("federation_id", "lcc_index"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
+    lcc_index: Mapped[int] = mapped_column(Integer)
+    display_name: Mapped[str] = mapped_column(String(200))
+    public_key: Mapped[bytes]
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    enrolled_at: Mapped[datetime]
+
+
+class EnrollmentToken(Base):
+    __tablename__ = "enrollment_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]
+    participant_id: Mapped[str | None] = mapped_column(ForeignKey("participants.id"))
+
+
+class Round(Base):
+    __tablename__ = "rounds"
+    __table_args__ = (UniqueConstraint("federation_id", "number"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    stage: Mapped[str] = mapped_column(String(20), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    stage_started_at: Mapped[datetime]
+    deadline: Mapped[datetime | None]
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[dict[str, Any]]
+
+
+class RoundEvent(Base):
+    __tablename__ = "round_events"
+    __table_args__ = (UniqueConstraint("round_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[str] = mapped_column(ForeignKey("rounds.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    from_stage: Mapped[str | None] = mapped_column(String(20))
+    to_stage: Mapped[str | None] = mapped_column(String(20))
+    detail: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+class ShareEnvelope(Base):
+    __tablename__ = "share_envelopes"
+    __table_args__ = (
+        UniqueConstraint("round_id", "sender", "recipient", "kind"),
+        Index("ix_share_envelopes_round_recipient", "round_id", "recipient"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[str] = mapped_column(ForeignKey("rounds.id"))
+    sender: Mapped[int] = mapped_column(Integer)
+    recipient: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    ciphertext: Mapped[bytes]
+    created_at: Mapped[datetime]
+
+
+class CodedResult(Base):
+    __tablename__ = "coded_results"
+    __table_args__ = (UniqueConstraint("round_id", "stage", "participant"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[str] = mapped_column(ForeignKey("rounds.id"), index=True)
+    stage: Mapped[str] = mapped_column(String(20))
+    participant: Mapped[int] = mapped_column(Integer)
+    payload: Mapped[bytes]
+    digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+class ClusterPrompt(Base):
+    __tablename__ = "cluster_prompts"
+    __table_args__ = (UniqueConstraint("federation_id", "generation", "cluster_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    cluster_id: Mapped[int] = mapped_column(Integer)
+    members: Mapped[list[Any]]
+    prompt: Mapped[bytes]
+    created_at: Mapped[datetime]
+
+
+class PrivacyLedgerEntry(Base):
+    __tablename__ = "privacy_ledger"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
+    round_number: Mapped[int] = mapped_column(Integer)
+    cluster_id: Mapped[int] = mapped_column(Integer)
+    mechanism: Mapped[str] = mapped_column(String(32))
+    sigma: Mapped[float] = mapped_column(Float)
+    record: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]

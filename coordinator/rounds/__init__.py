@@ -1,0 +1,1 @@
+"""Rounds: the pure stage machine (:mod:`.machine`) and the driver around the crypto core."""

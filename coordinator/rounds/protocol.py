@@ -1,0 +1,281 @@
+"""What each transition computes, with the crypto core; no database, no clock.
+
+Every function takes the stored round state and what participants uploaded, and
+returns an :class:`Outcome`: the next stage, the new state and whatever rows the
+transition writes. The driver applies an outcome in one compare-and-set transaction;
+because these functions are deterministic in their inputs (up to the GDP noise, which
+is drawn inside the transaction that records it), a transition redone after a crash
+gives the same result.
+
+Units: decoded distances are squared real distances; cluster means are real-valued
+update means (the decoded sum of quantized updates divided by ``2**bits`` and by the
+number of contributors); prompts are flat float64 vectors of ``n_ctx * dim`` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from coordinator.config import FederationConfig
+from coordinator.rounds.machine import Stage, next_stage
+from coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
+from crypto.aggregation import decode_cluster_mean
+from crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
+from crypto.dp import LedgerRecord, gaussian_mechanism, gdp_sigma, mean_sensitivity
+from crypto.errors import DecodeError
+from crypto.rng import RandomSource
+from crypto.secpc import decode_distances
+from crypto.wire import unpack_field_matrix, unpack_field_vector
+
+__all__ = [
+    "ClusterRow",
+    "Outcome",
+    "close_sharing",
+    "close_stage",
+    "planned_releases",
+    "publish",
+    "run_clustering",
+]
+
+Prompt = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    """One cluster of the next generation: its members and its global prompt."""
+
+    cluster_id: int
+    members: tuple[int, ...]
+    prompt: Prompt
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A transition: target stage, new state, event detail and rows to write."""
+
+    stage: Stage
+    state: RoundState
+    detail: dict[str, Any]
+    reason: str | None = None
+    clusters: tuple[ClusterRow, ...] = ()
+    ledger: tuple[LedgerRecord, ...] = field(default=())
+
+
+def fail(state: RoundState, reason: str, **detail: Any) -> Outcome:
+    return Outcome(Stage.FAILED, state, {"reason": reason, **detail}, reason=reason)
+
+
+def close_sharing(
+    state: RoundState, config: FederationConfig, sharers: set[int], dropped: set[int]
+) -> Outcome:
+    """Sharing closed: fix who is present and what the later stages compute over."""
+    state = state.with_dropped(dropped, Stage.SHARING)
+    present = sorted(sharers - {int(i) for i in state.dropped})
+    membership = state.membership_obj()
+    min_size = config.crypto.min_aggregation_size
+    sets = membership.aggregation_sets(present, min_aggregation_size=min_size)
+    refs = (
+        membership.reference_sets(present, min_aggregation_size=min_size)
+        if state.clustering
+        else None
+    )
+    state = state.model_copy(
+        update={
+            "present": present,
+            "refs": None if refs is None else refs_to_dict(refs),
+            "aggregation_sets": [[c, list(m)] for c, m in sets],
+            "responders": {**state.responders, Stage.SHARING.value: present},
+        }
+    )
+    target = next_stage(Stage.SHARING, clustering_round=state.clustering, aggregates=bool(sets))
+    detail = {"present": present, "dropped": sorted(dropped), "aggregation_sets": sets}
+    return Outcome(target, state, detail)
+
+
+def close_stage(
+    stage: Stage, state: RoundState, responders: set[int], dropped: set[int]
+) -> RoundState:
+    """An upload stage closed: record who answered and who dropped."""
+    state = state.with_dropped(dropped, stage)
+    return state.model_copy(
+        update={"responders": {**state.responders, stage.value: sorted(responders)}}
+    )
+
+
+def run_clustering(
+    state: RoundState, config: FederationConfig, results: Mapping[int, bytes]
+) -> Outcome:
+    """Decode the SecPC distances (Reed-Solomon when redundant) and run the clustering step."""
+    params = config.crypto_params()
+    refs = state.refs_obj()
+    if refs is None:
+        raise ValueError("clustering stage without reference sets")
+    spec = params.clustering_field
+    vectors = {
+        j: unpack_field_vector(data, prime=spec.prime, expected_length=refs.result_length)
+        for j, data in results.items()
+    }
+    try:
+        distances, decoded = decode_distances(params.clustering_lcc(), vectors, refs, spec)
+    except DecodeError as err:
+        return fail(
+            state,
+            f"distance decode failed: {err}",
+            rejected=list(err.rejected),
+            received=list(err.received),
+        )
+    membership = state.membership_obj()
+    step = secpc_step(
+        distances,
+        membership,
+        ClusteringConfig(
+            split_ratio=config.clustering.split_ratio,
+            merge_factor=config.clustering.merge_factor,
+            min_aggregation_size=params.min_aggregation_size,
+            max_clusters=params.max_clusters,
+        ),
+    )
+    state = state.model_copy(
+        update={
+            "rejected": {**state.rejected, Stage.DISTANCES.value: list(decoded.rejected)},
+            "distances": {
+                "point": distances.point.tolist(),
+                "centre": distances.centre.tolist(),
+            },
+            "step": step_to_dict(step),
+        }
+    )
+    target = next_stage(
+        Stage.CLUSTERING, clustering_round=True, aggregates=bool(state.aggregation_sets)
+    )
+    detail = {
+        "used": list(decoded.used),
+        "rejected": list(decoded.rejected),
+        "next_clusters": step.membership.to_dict()["clusters"],
+        "splits": state.step["splits"] if state.step else [],
+        "merges": state.step["merges"] if state.step else [],
+    }
+    return Outcome(target, state, detail)
+
+
+def planned_releases(
+    config: FederationConfig, federation_id: str, number: int, state: RoundState
+) -> list[LedgerRecord]:
+    """The GDP releases round ``number`` would make if every member contributed."""
+    dp = config.dp
+    if dp.mechanism != "gaussian" or dp.noise_multiplier is None:
+        return []
+    sets = state.membership_obj().aggregation_sets(
+        state.participants, min_aggregation_size=config.crypto.min_aggregation_size
+    )
+    return [
+        _release(config, federation_id, number, c, members, dp.noise_multiplier)
+        for c, members in sets
+    ]
+
+
+def _release(
+    config: FederationConfig,
+    federation_id: str,
+    number: int,
+    cluster: int,
+    members: tuple[int, ...],
+    noise_multiplier: float,
+) -> LedgerRecord:
+    clip = config.crypto.l2_clip
+    m = len(members)
+    return LedgerRecord(
+        federation_id=federation_id,
+        round=number,
+        kind="gdp",
+        participants=tuple(members),
+        sigma=gdp_sigma(noise_multiplier=noise_multiplier, clip_norm=clip, n_contributors=m),
+        sensitivity=mean_sensitivity(clip_norm=clip, n_contributors=m),
+        cluster_id=cluster,
+    )
+
+
+def publish(
+    state: RoundState,
+    config: FederationConfig,
+    *,
+    federation_id: str,
+    number: int,
+    results: Mapping[int, bytes],
+    prompts: Mapping[int, Prompt],
+    rng: RandomSource,
+) -> Outcome:
+    """Decode every cluster mean, update the global prompts, derive the next generation.
+
+    ``G_c <- G_c + lr_global * (mean_c [+ GDP noise])`` for each aggregated cluster; the
+    clustering step's result (if any) then takes effect: new clusters start from their
+    parent's prompt, merged ones from the size-weighted mean.
+    """
+    params = config.crypto_params()
+    spec = params.aggregation_field
+    sets = state.sets()
+    length = config.prompt.size
+    updated = {c: np.array(p, dtype=np.float64, copy=True) for c, p in prompts.items()}
+    records: list[LedgerRecord] = []
+    rejected: set[int] = set()
+    means: dict[str, list[float]] = {}
+    if sets:
+        share_len = config.update_share_length()
+        matrices = {
+            j: unpack_field_matrix(data, prime=spec.prime, expected_shape=(len(sets), share_len))
+            for j, data in results.items()
+        }
+        code = params.aggregation_lcc()
+        for row, (c, members) in enumerate(sets):
+            try:
+                mean, decoded = decode_cluster_mean(
+                    code,
+                    {j: m[row] for j, m in matrices.items()},
+                    length=length,
+                    spec=spec,
+                    contributors=len(members),
+                )
+            except DecodeError as err:
+                return fail(
+                    state,
+                    f"aggregation decode of cluster {c} failed: {err}",
+                    rejected=list(err.rejected),
+                    received=list(err.received),
+                )
+            rejected |= set(decoded.rejected)
+            if config.dp.mechanism == "gaussian" and config.dp.noise_multiplier is not None:
+                record = _release(
+                    config, federation_id, number, c, members, config.dp.noise_multiplier
+                )
+                mean = gaussian_mechanism(mean, sigma=record.sigma, rng=rng)
+                records.append(record)
+            means[str(c)] = [float(np.linalg.norm(mean))]
+            updated[c] = updated[c] + config.rounds.lr_global * mean
+    membership = state.membership_obj()
+    step = state.step_obj()
+    if step is not None:
+        next_prompts = inherit_prompts(updated, membership, step)
+        next_membership = step.membership
+    else:
+        next_prompts, next_membership = updated, membership
+    rows = tuple(ClusterRow(c, members, next_prompts[c]) for c, members in next_membership.clusters)
+    state = state.model_copy(
+        update={
+            "rejected": {**state.rejected, Stage.AGGREGATION.value: sorted(rejected)},
+            "next_generation": number,
+            "next_membership": next_membership.to_dict(),
+        }
+    )
+    detail = {
+        "aggregated": [c for c, _ in sets],
+        "rejected": sorted(rejected),
+        "mean_norms": means,
+        "generation": number,
+        "clusters": [[r.cluster_id, list(r.members)] for r in rows],
+    }
+    return Outcome(Stage.PUBLISHED, state, detail, clusters=rows, ledger=tuple(records))

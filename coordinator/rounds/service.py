@@ -1,0 +1,162 @@
+"""Admin operations on rounds: start the next one, abort one.
+
+Starting a round is one transaction: insert the round (``sharing``, version 1) and its
+``started`` event; ``(federation_id, number)`` is unique, so two concurrent starts
+cannot both succeed. The round trains under the membership and global prompts the
+newest published round produced (generation 0 and everybody in cluster 0 before the
+first one). Warmup counts published rounds, so a failed round does not use it up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from coordinator.config import FederationConfig
+from coordinator.db.models import Federation, Participant, Round
+from coordinator.errors import ProblemError
+from coordinator.prompts import initial_prompt
+from coordinator.rounds import store
+from coordinator.rounds.driver import stage_deadline
+from coordinator.rounds.machine import TERMINAL, Stage
+from coordinator.rounds.protocol import ClusterRow, planned_releases
+from coordinator.rounds.state import RoundState
+from crypto.clustering import Membership
+from crypto.dp import check_budget
+from crypto.errors import PrivacyBudgetError
+
+__all__ = ["abort_round", "get_round", "start_round"]
+
+
+def get_round(session: Session, federation_id: str, number: int) -> Round:
+    rnd = session.scalars(
+        select(Round).where(Round.federation_id == federation_id, Round.number == number)
+    ).first()
+    if rnd is None:
+        raise ProblemError("round_not_found", f"federation has no round {number}")
+    return rnd
+
+
+def start_round(session: Session, federation: Federation, now: datetime) -> Round:
+    """Create the federation's next round in stage ``sharing``."""
+    config = FederationConfig.model_validate(federation.config)
+    last = store.current_round(session, federation.id)
+    if last is not None and Stage(last.stage) not in TERMINAL:
+        raise ProblemError(
+            "round_in_progress", f"round {last.number} is still in stage {last.stage}"
+        )
+    number = 1 if last is None else last.number + 1
+    if config.rounds.total is not None and number > config.rounds.total:
+        raise ProblemError(
+            "rounds_exhausted", f"the federation is configured for {config.rounds.total} rounds"
+        )
+    indices = sorted(
+        session.scalars(
+            select(Participant.lcc_index).where(Participant.federation_id == federation.id)
+        )
+    )
+    if len(indices) < config.n_participants:
+        raise ProblemError(
+            "enrollment_incomplete",
+            f"{len(indices)} of {config.n_participants} participants have enrolled",
+        )
+    published = store.latest_published(session, federation.id)
+    if published is None:
+        membership, generation = Membership.initial(indices), 0
+        if not store.generation_prompts(session, federation.id, 0, config.prompt.size):
+            store.write_clusters(
+                session,
+                federation.id,
+                0,
+                [ClusterRow(0, tuple(indices), initial_prompt(config))],
+                now,
+            )
+    else:
+        done = RoundState.model_validate(published.state)
+        assert done.next_membership is not None
+        membership, generation = Membership.from_dict(done.next_membership), published.number
+    warm = store.count_published(session, federation.id) < config.rounds.warmup_rounds
+    state = RoundState(
+        membership=membership.to_dict(),
+        generation=generation,
+        clustering=config.clustered and not warm,
+        participants=indices,
+    )
+    if config.dp.epsilon_budget is not None:
+        try:
+            check_budget(
+                store.ledger_records(session, federation.id),
+                planned_releases(config, federation.id, number, state),
+                epsilon_budget=config.dp.epsilon_budget,
+                delta=config.dp.delta,
+            )
+        except PrivacyBudgetError as err:
+            raise ProblemError("privacy_budget_exceeded", str(err)) from None
+    rnd = Round(
+        id=str(uuid.uuid4()),
+        federation_id=federation.id,
+        number=number,
+        stage=Stage.SHARING.value,
+        version=1,
+        stage_started_at=now,
+        deadline=stage_deadline(config, Stage.SHARING, now),
+        started_at=now,
+        state=state.model_dump(mode="json"),
+    )
+    session.add(rnd)
+    session.flush()
+    store.append_event(
+        session,
+        rnd.id,
+        version=1,
+        kind="started",
+        now=now,
+        detail={"generation": generation, "clustering": state.clustering},
+        to_stage=Stage.SHARING.value,
+    )
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise ProblemError("round_in_progress", "another round was started concurrently") from None
+    return rnd
+
+
+def abort_round(
+    session: Session, federation_id: str, number: int, reason: str, now: datetime
+) -> Round:
+    """Move a running round to ``aborted`` (compare-and-set; retried on contention)."""
+    for _ in range(16):
+        rnd = get_round(session, federation_id, number)
+        session.refresh(rnd)
+        if Stage(rnd.stage) in TERMINAL:
+            raise ProblemError("round_finished", f"round {number} is already {rnd.stage}")
+        previous = rnd.stage
+        if store.compare_and_set(
+            session,
+            rnd,
+            stage=Stage.ABORTED,
+            now=now,
+            deadline=None,
+            finished_at=now,
+            failure_reason=f"aborted: {reason}",
+        ):
+            store.append_event(
+                session,
+                rnd.id,
+                version=rnd.version + 1,
+                kind="aborted",
+                now=now,
+                detail={"reason": reason},
+                from_stage=previous,
+                to_stage=Stage.ABORTED.value,
+            )
+            session.commit()
+            session.refresh(rnd)
+            return rnd
+        session.rollback()
+    raise ProblemError("round_in_progress", "the round kept changing; retry the abort")

@@ -1,0 +1,129 @@
+"""The protocol state of one round, stored as JSON in ``rounds.state``.
+
+Everything a transition decides is written here in the same compare-and-set update
+that changes the stage, so a restarted coordinator finds exactly what was decided.
+Each field is set once, by the transition named in its comment, and then only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from crypto.clustering import Membership, Merge, Split, StepResult
+from crypto.secpc import ReferenceSets
+
+__all__ = ["RoundState", "refs_from_dict", "refs_to_dict", "step_from_dict", "step_to_dict"]
+
+
+def refs_to_dict(refs: ReferenceSets) -> dict[str, Any]:
+    return {
+        "participants": list(refs.participants),
+        "clusters": [[c, list(m)] for c, m in refs.clusters],
+        "candidates": [[c, k] for c, k in refs.candidates],
+    }
+
+
+def refs_from_dict(data: dict[str, Any]) -> ReferenceSets:
+    return ReferenceSets(
+        participants=tuple(int(i) for i in data["participants"]),
+        clusters=tuple((int(c), tuple(int(i) for i in m)) for c, m in data["clusters"]),
+        candidates=tuple((int(c), int(k)) for c, k in data["candidates"]),
+    )
+
+
+def step_to_dict(step: StepResult) -> dict[str, Any]:
+    return {
+        "membership": step.membership.to_dict(),
+        "assignment": {str(i): c for i, c in sorted(step.assignment.items())},
+        "splits": [asdict(s) for s in step.splits],
+        "merges": [asdict(m) for m in step.merges],
+        "split_ratios": {str(c): r for c, r in sorted(step.split_ratios.items())},
+    }
+
+
+def step_from_dict(data: dict[str, Any]) -> StepResult:
+    return StepResult(
+        membership=Membership.from_dict(data["membership"]),
+        assignment={int(i): int(c) for i, c in data["assignment"].items()},
+        splits=tuple(
+            Split(
+                parent=s["parent"],
+                child=s["child"],
+                candidate=s["candidate"],
+                members=tuple(s["members"]),
+                ratio=s["ratio"],
+            )
+            for s in data["splits"]
+        ),
+        merges=tuple(Merge(**m) for m in data["merges"]),
+        split_ratios={int(c): float(r) for c, r in data["split_ratios"].items()},
+    )
+
+
+class RoundState(BaseModel):
+    """Typed view of ``rounds.state`` (JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # set at start
+    membership: dict[str, Any]
+    """The membership everybody trains under this round (:meth:`Membership.to_dict`)."""
+    generation: int
+    """Generation of the global prompts this round trains from."""
+    clustering: bool
+    """This round has a distance stage."""
+    participants: list[int]
+    """LCC indices expected to take part (all enrolled)."""
+    dropped: dict[str, str] = {}
+    """Participant index -> the stage it missed (or refused); out for the round."""
+    # set when sharing closes
+    present: list[int] | None = None
+    """Participants whose shares were delivered: the ``i`` of every later computation."""
+    refs: dict[str, Any] | None = None
+    """Reference sets of the distance stage (:func:`refs_to_dict`)."""
+    aggregation_sets: list[list[Any]] | None = None
+    """``[cluster id, members]`` summed in the aggregation stage."""
+    # set when an upload stage closes
+    responders: dict[str, list[int]] = {}
+    """Stage -> participants whose results were used (closed at the stage's end)."""
+    # set by the clustering stage
+    rejected: dict[str, list[int]] = {}
+    """Stage -> participants whose evaluations Reed-Solomon decoding rejected."""
+    distances: dict[str, Any] | None = None
+    """Decoded ``D`` (point) and ``E`` (centre) tables, squared real distances."""
+    step: dict[str, Any] | None = None
+    """The clustering step's result (:func:`step_to_dict`): next round's membership."""
+    # set when published
+    next_generation: int | None = None
+    """The generation of global prompts this round published (its own number)."""
+    next_membership: dict[str, Any] | None = None
+    """The membership the next round trains under."""
+
+    def membership_obj(self) -> Membership:
+        return Membership.from_dict(self.membership)
+
+    def refs_obj(self) -> ReferenceSets | None:
+        return None if self.refs is None else refs_from_dict(self.refs)
+
+    def step_obj(self) -> StepResult | None:
+        return None if self.step is None else step_from_dict(self.step)
+
+    def sets(self) -> list[tuple[int, tuple[int, ...]]]:
+        return [(int(c), tuple(int(i) for i in m)) for c, m in self.aggregation_sets or []]
+
+    def active(self) -> list[int]:
+        """Participants not dropped (among those expected)."""
+        return [i for i in self.participants if str(i) not in self.dropped]
+
+    def still_present(self) -> list[int]:
+        """Sharers not dropped since: who is expected to upload results."""
+        return [i for i in self.present or [] if str(i) not in self.dropped]
+
+    def with_dropped(self, indices: object, stage: str) -> RoundState:
+        dropped = dict(self.dropped)
+        for i in sorted(indices):  # type: ignore[call-overload]
+            dropped.setdefault(str(i), stage)
+        return self.model_copy(update={"dropped": dropped})

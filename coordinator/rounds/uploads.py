@@ -1,0 +1,267 @@
+"""Participants' uploads: sealed shares, coded results, refusals.
+
+Each upload is validated completely before anything is written, then stored in one
+transaction that also bumps the round's version under ``stage = <the upload's stage>``
+(:func:`~coordinator.rounds.store.bump_version`): if the stage closed meanwhile the
+transaction rolls back and the caller gets ``wrong_stage``. Uploads are idempotent: the
+same bytes again are acknowledged (``replayed``) and change nothing; different bytes
+for an accepted slot are ``conflicting_upload``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from coordinator.api.models import EnvelopeIn, UploadReceipt
+from coordinator.config import FederationConfig
+from coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
+from coordinator.errors import ProblemError, from_crypto_error
+from coordinator.rounds import store
+from coordinator.rounds.machine import Stage
+from coordinator.rounds.state import RoundState
+from coordinator.rounds.views import envelope_specs
+from crypto.errors import WireFormatError
+from crypto.wire import unpack_field_matrix, unpack_field_vector
+
+__all__ = ["accept_result", "accept_shares", "open_round", "record_refusal"]
+
+
+def open_round(session: Session, participant: Participant, number: int) -> Round:
+    """The federation's current round, which must be ``number``."""
+    rnd = store.current_round(session, participant.federation_id)
+    if rnd is None or rnd.number != number:
+        current = None if rnd is None else rnd.number
+        raise ProblemError(
+            "wrong_round", f"round {number} is not the current round ({current})", current=current
+        )
+    return rnd
+
+
+def _check_member(state: RoundState, index: int, stage: Stage) -> None:
+    if str(index) in state.dropped:
+        raise ProblemError(
+            "participant_dropped",
+            f"participant {index} was dropped in stage {state.dropped[str(index)]}",
+        )
+    expected = state.active() if stage is Stage.SHARING else state.still_present()
+    if index not in expected:
+        raise ProblemError("not_expected", f"participant {index} is not asked for {stage.value}")
+
+
+def _require_stage(rnd: Round, stage: Stage) -> None:
+    if rnd.stage != stage.value:
+        raise ProblemError(
+            "wrong_stage",
+            f"round {rnd.number} is in stage {rnd.stage}, not {stage.value}",
+            stage=rnd.stage,
+        )
+
+
+def accept_shares(
+    session: Session,
+    participant: Participant,
+    config: FederationConfig,
+    number: int,
+    envelopes: list[EnvelopeIn],
+    now: datetime,
+) -> UploadReceipt:
+    """Store a participant's sealed shares: one envelope per recipient and kind."""
+    rnd = open_round(session, participant, number)
+    _require_stage(rnd, Stage.SHARING)
+    state = RoundState.model_validate(rnd.state)
+    me = participant.lcc_index
+    _check_member(state, me, Stage.SHARING)
+    sizes = {s.kind: s.envelope_length for s in envelope_specs(config, state.clustering)}
+    recipients = set(state.participants)
+    given: dict[tuple[int, str], bytes] = {}
+    for env in envelopes:
+        if env.kind not in sizes:
+            raise ProblemError(
+                "bad_envelope", f"kind {env.kind!r} is not shared this round", reason="wrong_kind"
+            )
+        if env.recipient not in recipients:
+            raise ProblemError(
+                "unknown_recipient",
+                f"recipient {env.recipient} is not a participant of this federation",
+                recipient=env.recipient,
+            )
+        if (env.recipient, env.kind) in given:
+            raise ProblemError(
+                "duplicate_envelope", f"two {env.kind} envelopes for recipient {env.recipient}"
+            )
+        if len(env.ciphertext) != sizes[env.kind]:
+            raise ProblemError(
+                "bad_envelope",
+                f"{env.kind} envelope for {env.recipient} has {len(env.ciphertext)} bytes, "
+                f"expected {sizes[env.kind]}",
+                reason="wrong_length",
+            )
+        given[(env.recipient, env.kind)] = env.ciphertext
+    missing = sorted({(r, k) for r in recipients for k in sizes} - set(given))
+    if missing:
+        raise ProblemError(
+            "missing_recipient",
+            f"missing envelopes for (recipient, kind) {missing[:8]}",
+            missing=[list(m) for m in missing],
+        )
+    receipt = UploadReceipt(
+        round=number, stage=Stage.SHARING.value, participant_index=me, accepted=0, replayed=True
+    )
+    for _ in range(2):
+        existing = {
+            (e.recipient, e.kind): bytes(e.ciphertext)
+            for e in session.scalars(
+                select(ShareEnvelope).where(
+                    ShareEnvelope.round_id == rnd.id, ShareEnvelope.sender == me
+                )
+            )
+        }
+        if existing:
+            if existing != given:
+                raise ProblemError(
+                    "conflicting_upload", f"participant {me} already uploaded different shares"
+                )
+            return receipt
+        for (recipient, kind), data in sorted(given.items()):
+            session.add(
+                ShareEnvelope(
+                    round_id=rnd.id,
+                    sender=me,
+                    recipient=recipient,
+                    kind=kind,
+                    ciphertext=data,
+                    created_at=now,
+                )
+            )
+        try:
+            session.flush()
+        except IntegrityError:  # the same upload raced in: compare with it
+            session.rollback()
+            continue
+        if store.bump_version(session, rnd.id, Stage.SHARING) is None:
+            session.rollback()
+            raise ProblemError("wrong_stage", "the sharing stage closed", stage="closed")
+        session.commit()
+        return receipt.model_copy(update={"accepted": len(given), "replayed": False})
+    raise ProblemError("conflicting_upload", "concurrent uploads for the same slot")
+
+
+def _validate_result(
+    stage: Stage, payload: bytes, state: RoundState, config: FederationConfig
+) -> None:
+    c = config.crypto
+    try:
+        if stage is Stage.DISTANCES:
+            refs = state.refs_obj()
+            assert refs is not None
+            unpack_field_vector(
+                payload, prime=c.clustering_field.prime, expected_length=refs.result_length
+            )
+        else:
+            shape = (len(state.sets()), config.update_share_length())
+            unpack_field_matrix(payload, prime=c.aggregation_field.prime, expected_shape=shape)
+    except WireFormatError as err:
+        raise from_crypto_error(err) from None
+
+
+def accept_result(
+    session: Session,
+    participant: Participant,
+    config: FederationConfig,
+    number: int,
+    stage: Stage,
+    payload: bytes,
+    now: datetime,
+) -> UploadReceipt:
+    """Store a participant's coded result for ``stage`` (distances or aggregation)."""
+    rnd = open_round(session, participant, number)
+    _require_stage(rnd, stage)
+    state = RoundState.model_validate(rnd.state)
+    me = participant.lcc_index
+    _check_member(state, me, stage)
+    _validate_result(stage, payload, state, config)
+    digest = hashlib.sha256(payload).hexdigest()
+    receipt = UploadReceipt(
+        round=number, stage=stage.value, participant_index=me, accepted=0, replayed=True
+    )
+    for _ in range(2):
+        previous = session.scalars(
+            select(CodedResult.digest).where(
+                CodedResult.round_id == rnd.id,
+                CodedResult.stage == stage.value,
+                CodedResult.participant == me,
+            )
+        ).first()
+        if previous is not None:
+            if previous != digest:
+                raise ProblemError(
+                    "conflicting_upload", f"participant {me} already uploaded a different result"
+                )
+            return receipt
+        session.add(
+            CodedResult(
+                round_id=rnd.id,
+                stage=stage.value,
+                participant=me,
+                payload=payload,
+                digest=digest,
+                created_at=now,
+            )
+        )
+        try:
+            session.flush()
+        except IntegrityError:
+            session.rollback()
+            continue
+        if store.bump_version(session, rnd.id, stage) is None:
+            session.rollback()
+            raise ProblemError("wrong_stage", f"the {stage.value} stage closed", stage="closed")
+        session.commit()
+        return receipt.model_copy(update={"accepted": 1, "replayed": False})
+    raise ProblemError("conflicting_upload", "concurrent uploads for the same slot")
+
+
+def record_refusal(
+    session: Session,
+    participant: Participant,
+    number: int,
+    reason: str,
+    message: str,
+    now: datetime,
+) -> UploadReceipt:
+    """A participant refuses the current stage's request: it drops out of the round."""
+    me = participant.lcc_index
+    for _ in range(16):
+        rnd = open_round(session, participant, number)
+        session.refresh(rnd)
+        stage = Stage(rnd.stage)
+        if stage not in (Stage.SHARING, Stage.DISTANCES, Stage.AGGREGATION):
+            raise ProblemError("wrong_stage", f"nothing to refuse in stage {stage.value}")
+        state = RoundState.model_validate(rnd.state)
+        _check_member(state, me, stage)
+        new = state.with_dropped([me], stage.value)
+        if store.cas_state(session, rnd, new.model_dump(mode="json")):
+            store.append_event(
+                session,
+                rnd.id,
+                version=rnd.version + 1,
+                kind="refusal",
+                now=now,
+                detail={
+                    "participant": me,
+                    "stage": stage.value,
+                    "reason": reason,
+                    "message": message,
+                },
+            )
+            session.commit()
+            return UploadReceipt(
+                round=number, stage=stage.value, participant_index=me, accepted=1, replayed=False
+            )
+        session.rollback()
+    raise ProblemError("wrong_stage", "the round kept changing; retry")

@@ -1,0 +1,295 @@
+"""Read-only documents built from the stored round: task, inbox, outcome, status."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from coordinator.api.models import (
+    AggregationTask,
+    ClusterSet,
+    DistanceTask,
+    EnvelopeSpec,
+    EventOut,
+    Inbox,
+    InboxEnvelope,
+    Peer,
+    PromptOut,
+    RoundOutcome,
+    RoundStatus,
+    SharingTask,
+    Task,
+    b64,
+)
+from coordinator.config import FederationConfig
+from coordinator.db.models import (
+    ClusterPrompt,
+    CodedResult,
+    Participant,
+    Round,
+    RoundEvent,
+    ShareEnvelope,
+)
+from coordinator.errors import ProblemError
+from coordinator.rounds import store
+from coordinator.rounds.machine import Stage
+from coordinator.rounds.state import RoundState
+from crypto.clustering import Membership
+from crypto.transport import ENVELOPE_OVERHEAD
+from crypto.wire import element_width
+
+__all__ = [
+    "CONTEXT_STAGES",
+    "envelope_specs",
+    "inbox",
+    "outcome",
+    "round_status",
+    "task",
+]
+
+CONTEXT_STAGES = {"prompt": "sharing-prompt", "update": "sharing-update"}
+"""The ``ShareContext.stage`` each envelope kind is sealed under."""
+
+_VECTOR_HEADER = 24
+
+
+def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeSpec]:
+    """The envelopes each participant sends every recipient in a round's sharing stage."""
+    c = config.crypto
+    kinds = [
+        ("update", c.aggregation_field.prime, config.prompt.size, config.update_share_length())
+    ]
+    if clustering:
+        kinds.insert(
+            0,
+            ("prompt", c.clustering_field.prime, c.reduced_dim, config.prompt_share_length()),
+        )
+    return [
+        EnvelopeSpec(
+            kind=kind,  # type: ignore[arg-type]
+            context_stage=CONTEXT_STAGES[kind],
+            prime=prime,
+            vector_length=length,
+            share_length=share,
+            envelope_length=ENVELOPE_OVERHEAD + _VECTOR_HEADER + share * element_width(prime),
+        )
+        for kind, prime, length, share in kinds
+    ]
+
+
+def _prompt(
+    session: Session,
+    federation_id: str,
+    generation: int,
+    cluster: int | None,
+    config: FederationConfig,
+) -> PromptOut | None:
+    if cluster is None:
+        return None
+    row = session.scalars(
+        select(ClusterPrompt).where(
+            ClusterPrompt.federation_id == federation_id,
+            ClusterPrompt.generation == generation,
+            ClusterPrompt.cluster_id == cluster,
+        )
+    ).first()
+    if row is None:
+        return None
+    return PromptOut(
+        cluster=cluster,
+        generation=generation,
+        shape=(config.prompt.n_ctx, config.prompt.dim),
+        data=b64(row.prompt),
+    )
+
+
+def _uploaded(session: Session, rnd: Round, stage: Stage, index: int) -> bool:
+    if stage is Stage.SHARING:
+        query = select(ShareEnvelope.id).where(
+            ShareEnvelope.round_id == rnd.id, ShareEnvelope.sender == index
+        )
+    else:
+        query = select(CodedResult.id).where(
+            CodedResult.round_id == rnd.id,
+            CodedResult.stage == stage.value,
+            CodedResult.participant == index,
+        )
+    return session.scalars(query.limit(1)).first() is not None
+
+
+def _cluster_sets(pairs: list[tuple[int, tuple[int, ...]]]) -> list[ClusterSet]:
+    return [ClusterSet(cluster=c, members=list(m)) for c, m in pairs]
+
+
+def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
+    """The participant's current task (see :class:`~coordinator.api.models.Task`)."""
+    me = participant.lcc_index
+    peers = [
+        Peer(index=p.lcc_index, display_name=p.display_name, public_key=b64(p.public_key))
+        for p in session.scalars(
+            select(Participant)
+            .where(Participant.federation_id == participant.federation_id)
+            .order_by(Participant.lcc_index)
+        )
+    ]
+    doc = Task(
+        federation_id=participant.federation_id,
+        participant_index=me,
+        round=None,
+        stage=None,
+        action="wait",
+        deadline=None,
+        uploaded=False,
+        cluster=None,
+        global_prompt=None,
+        senders=None,
+        peers=peers,
+    )
+    rnd = store.current_round(session, participant.federation_id)
+    if rnd is None:
+        return doc
+    state = RoundState.model_validate(rnd.state)
+    stage = Stage(rnd.stage)
+    membership = state.membership_obj()
+    try:
+        cluster: int | None = membership.cluster_of(me)
+    except KeyError:
+        cluster = None
+    doc = doc.model_copy(
+        update={
+            "round": rnd.number,
+            "stage": stage.value,
+            "deadline": rnd.deadline,
+            "cluster": cluster,
+            "global_prompt": _prompt(
+                session, participant.federation_id, state.generation, cluster, config
+            ),
+            "senders": state.present,
+        }
+    )
+    if str(me) in state.dropped:
+        return doc.model_copy(update={"action": "dropped"})
+    if stage is Stage.PUBLISHED:
+        return doc.model_copy(update={"action": "fetch_outcome"})
+    if stage not in (Stage.SHARING, Stage.DISTANCES, Stage.AGGREGATION):
+        return doc
+    uploaded = _uploaded(session, rnd, stage, me)
+    update: dict[str, object] = {"uploaded": uploaded}
+    if stage is Stage.SHARING:
+        update["sharing"] = SharingTask(
+            recipients=state.participants, envelopes=envelope_specs(config, state.clustering)
+        )
+        update["action"] = "wait" if uploaded else "share"
+    elif me not in state.still_present():
+        return doc
+    elif stage is Stage.DISTANCES:
+        refs = state.refs_obj()
+        assert refs is not None
+        update["distances"] = DistanceTask(
+            participants=list(refs.participants),
+            clusters=_cluster_sets(list(refs.clusters)),
+            candidates=list(refs.candidates),
+            result_length=refs.result_length,
+            prime=config.crypto.clustering_field.prime,
+        )
+        update["action"] = "wait" if uploaded else "compute_distances"
+    else:
+        sets = state.sets()
+        update["aggregation"] = AggregationTask(
+            sets=_cluster_sets(sets),
+            prime=config.crypto.aggregation_field.prime,
+            result_shape=(len(sets), config.update_share_length()),
+        )
+        update["action"] = "wait" if uploaded else "compute_sums"
+    return doc.model_copy(update=update)
+
+
+def inbox(session: Session, rnd: Round, recipient: int) -> Inbox:
+    """Envelopes addressed to ``recipient`` from every participant whose shares count."""
+    state = RoundState.model_validate(rnd.state)
+    if state.present is None:
+        raise ProblemError(
+            "wrong_stage", "shares are released when the sharing stage closes", stage=rnd.stage
+        )
+    rows = session.scalars(
+        select(ShareEnvelope)
+        .where(ShareEnvelope.round_id == rnd.id, ShareEnvelope.recipient == recipient)
+        .order_by(ShareEnvelope.sender, ShareEnvelope.kind)
+    )
+    present = set(state.present)
+    return Inbox(
+        round=rnd.number,
+        recipient=recipient,
+        senders=state.present,
+        envelopes=[
+            InboxEnvelope(sender=r.sender, kind=r.kind, ciphertext=b64(r.ciphertext))  # type: ignore[arg-type]
+            for r in rows
+            if r.sender in present
+        ],
+    )
+
+
+def outcome(
+    session: Session, rnd: Round, participant: Participant, config: FederationConfig
+) -> RoundOutcome:
+    """The round's result for one participant: its next cluster and that cluster's prompt."""
+    stage = Stage(rnd.stage)
+    if stage not in (Stage.PUBLISHED, Stage.FAILED, Stage.ABORTED):
+        raise ProblemError("wrong_stage", f"round {rnd.number} is still in stage {stage.value}")
+    doc = RoundOutcome(
+        round=rnd.number,
+        stage=stage.value,
+        failure_reason=rnd.failure_reason,
+        cluster=None,
+        global_prompt=None,
+    )
+    state = RoundState.model_validate(rnd.state)
+    if stage is not Stage.PUBLISHED or state.next_membership is None:
+        return doc
+    try:
+        cluster = Membership.from_dict(state.next_membership).cluster_of(participant.lcc_index)
+    except KeyError:
+        return doc
+    prompt = _prompt(session, rnd.federation_id, rnd.number, cluster, config)
+    return doc.model_copy(update={"cluster": cluster, "global_prompt": prompt})
+
+
+def round_status(session: Session, rnd: Round, config: FederationConfig) -> RoundStatus:
+    state = RoundState.model_validate(rnd.state)
+    uploads: dict[str, list[int]] = {Stage.SHARING.value: sorted(store.sharers(session, rnd.id))}
+    for stage in (Stage.DISTANCES, Stage.AGGREGATION):
+        uploads[stage.value] = sorted(store.results_of(session, rnd.id, stage))
+    step = state.step_obj()
+    events = session.scalars(
+        select(RoundEvent).where(RoundEvent.round_id == rnd.id).order_by(RoundEvent.version)
+    )
+    return RoundStatus(
+        federation_id=rnd.federation_id,
+        number=rnd.number,
+        stage=rnd.stage,
+        version=rnd.version,
+        deadline=rnd.deadline,
+        started_at=rnd.started_at,
+        finished_at=rnd.finished_at,
+        failure_reason=rnd.failure_reason,
+        clustering=state.clustering,
+        generation=state.generation,
+        clusters=_cluster_sets(list(state.membership_obj().clusters)),
+        present=state.present,
+        dropped=state.dropped,
+        uploads=uploads,
+        rejected=state.rejected,
+        next_clusters=None if step is None else _cluster_sets(list(step.membership.clusters)),
+        distances=state.distances if config.operators_see_distances else None,
+        events=[
+            EventOut(
+                version=e.version,
+                kind=e.kind,
+                from_stage=e.from_stage,
+                to_stage=e.to_stage,
+                detail=e.detail,
+                created_at=e.created_at,
+            )
+            for e in events
+        ],
+    )

@@ -1,0 +1,76 @@
+"""A full SecFPP round through the real ASGI app, N = 8 participants, on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from crypto.quantize import dequantize, quantize
+from crypto.secpc import ReferenceSets, plaintext_distances
+
+
+def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
+    harness: Any,
+) -> None:
+    h = harness
+    gen0 = h.client.get("/v1/participants/me/task", headers=h.sims[0].headers).json()
+    assert gen0["action"] == "wait"
+    assert gen0["round"] is None
+
+    # Round 1: one cluster; the distances decode to the plaintext ones.
+    r1 = h.run_round()
+    status = h.status(r1)
+    assert status["stage"] == "published", status
+    assert status["present"] == list(range(8))
+    assert [c["members"] for c in status["clusters"]] == [list(range(8))]
+    config = h.sims[0].config
+    assert config is not None
+    spec = config.crypto_params().clustering_field
+    quantized = {
+        i: dequantize(
+            quantize(h.group_vector(i), spec.field, bits=spec.bits, clip=spec.clip),
+            spec.field,
+            bits=spec.bits,
+        )
+        for i in range(8)
+    }
+    refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),))
+    expected = plaintext_distances(quantized, refs)
+    np.testing.assert_allclose(status["distances"]["point"], expected.point, rtol=1e-9, atol=1e-9)
+    kinds = [e["kind"] for e in status["events"]]
+    assert kinds[0] == "started"
+    assert kinds.count("transition") == 4
+    assert [e["to_stage"] for e in status["events"][1:]] == [
+        "distances",
+        "clustering",
+        "aggregation",
+        "published",
+    ]
+
+    # Round 2: the candidate splits off its group.
+    r2 = h.run_round()
+    status = h.status(r2)
+    assert status["stage"] == "published", status
+    groups = sorted(sorted(c["members"]) for c in status["next_clusters"])
+    assert groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    before = h.prompts(r2)
+    assert len(before) == 2
+
+    # Round 3: each cluster's prompt moves by the mean of its members' updates.
+    r3 = h.run_round()
+    status = h.status(r3)
+    assert status["stage"] == "published", status
+    assert sorted(len(c["members"]) for c in status["clusters"]) == [4, 4]
+    after = h.prompts(r3)
+    for cluster in status["clusters"]:
+        c, members = cluster["cluster"], cluster["members"]
+        plaintext = np.mean([h.sims[i].updates[r3] for i in members], axis=0)
+        bits = config.crypto.aggregation_field.bits
+        np.testing.assert_allclose(after[c] - before[c], plaintext, atol=2.0**-bits + 1e-12)
+    outcome = h.client.get(
+        f"/v1/participants/me/rounds/{r3}/outcome", headers=h.sims[5].headers
+    ).json()
+    assert outcome["cluster"] == next(
+        c["cluster"] for c in status["next_clusters"] if 5 in c["members"]
+    )
