@@ -26,15 +26,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from crypto.aggregation import decode_cluster_mean, member_sums, prepare_update  # noqa: E402
-from crypto.clustering import Membership  # noqa: E402
-from crypto.params import CryptoParams  # noqa: E402
-from crypto.rng import DeterministicRandom, SystemRandom  # noqa: E402
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances  # noqa: E402
-from crypto.transport import ShareContext, generate_keypair, open_share, seal_share  # noqa: E402
-from crypto.wire import pack_field_vector, unpack_field_vector  # noqa: E402
+from crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
+from crypto.clustering import Membership
+from crypto.params import CryptoParams
+from crypto.rng import DeterministicRandom, SystemRandom
+from crypto.secpc import ReferenceSets, coded_distances, decode_distances
+from crypto.transport import ShareContext, generate_keypair, open_share, seal_share
+from crypto.wire import pack_field_vector, unpack_field_vector
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -62,7 +62,9 @@ def aggregation_round(n: int, d: int, seed: int = 0) -> dict[str, float]:
             shares = code.share(q, rng)
             for j in range(n):
                 payload = pack_field_vector(shares[j], prime=prime)
-                inbox[j][i] = seal_share(keys[i].private, keys[j].public, payload, context=context(i, j))
+                inbox[j][i] = seal_share(
+                    keys[i].private, keys[j].public, payload, context=context(i, j)
+                )
 
     results: dict[int, np.ndarray] = {}
     length = code.chunk_length(d)
@@ -165,31 +167,41 @@ def main(argv: list[str] | None = None) -> None:
     sizes_d = [8192] if args.quick else [8192, 100_000]
 
     print("== secure aggregation round (N/4 dropouts tolerated, T = N/4 colluders)")
-    print(f"{'N':>4} {'d':>7} {'K':>3} {'T':>3} {'share+seal':>10} {'open+sum':>9} "
-          f"{'decode':>7} {'total s':>8} {'plain s':>8} {'ratio':>7} {'max err':>8}")
+    print(
+        f"{'N':>4} {'d':>7} {'K':>3} {'T':>3} {'share+seal':>10} {'open+sum':>9} "
+        f"{'decode':>7} {'total s':>8} {'plain s':>8} {'ratio':>7} {'max err':>8}"
+    )
     for n in sizes_n:
         for d in sizes_d:
             r = aggregation_round(n, d)
-            print(f"{n:>4} {d:>7} {r['k']:>3} {r['t']:>3} {r['share_seal']:>10.3f} "
-                  f"{r['open_sum']:>9.3f} {r['decode']:>7.3f} {r['total']:>8.3f} "
-                  f"{r['plain']:>8.5f} {r['total'] / r['plain']:>7.0f} {r['max_error']:>8.1e}")
+            print(
+                f"{n:>4} {d:>7} {r['k']:>3} {r['t']:>3} {r['share_seal']:>10.3f} "
+                f"{r['open_sum']:>9.3f} {r['decode']:>7.3f} {r['total']:>8.3f} "
+                f"{r['plain']:>8.5f} {r['total'] / r['plain']:>7.0f} {r['max_error']:>8.1e}"
+            )
 
     print("\n== coded SecPC distance stage (r = 128, 8 clusters + 8 candidates)")
-    print(f"{'N':>4} {'K':>3} {'T':>3} {'values':>7} {'share':>7} {'compute':>8} "
-          f"{'decode':>7} {'total s':>8}")
+    print(
+        f"{'N':>4} {'K':>3} {'T':>3} {'values':>7} {'share':>7} {'compute':>8} "
+        f"{'decode':>7} {'total s':>8}"
+    )
     for n in [10] if args.quick else [10, 100]:
         s = secpc_stage(n, clusters=min(8, n // 2))
-        print(f"{n:>4} {s['k']:>3} {s['t']:>3} {s['values']:>7} {s['share']:>7.3f} "
-              f"{s['compute']:>8.3f} {s['decode']:>7.3f} {s['total']:>8.3f}")
+        print(
+            f"{n:>4} {s['k']:>3} {s['t']:>3} {s['values']:>7} {s['share']:>7.3f} "
+            f"{s['compute']:>8.3f} {s['decode']:>7.3f} {s['total']:>8.3f}"
+        )
 
     print("\n== field matmul (p = 2^31-1) vs float64 GEMM, same shapes")
     print(f"{'shape':>22} {'field s':>9} {'gemm s':>9} {'fraction':>9}")
-    shapes = [(10, 7, 1171)] if args.quick else [
-        (10, 7, 1171), (50, 38, 325), (100, 75, 2000), (75, 75, 2000), (256, 256, 4096)
-    ]
+    shapes = (
+        [(10, 7, 1171)]
+        if args.quick
+        else [(10, 7, 1171), (50, 38, 325), (100, 75, 2000), (75, 75, 2000), (256, 256, 4096)]
+    )
     for n, k, cols in shapes:
         t_field, t_gemm = matmul_ratio(n, k, cols)
-        print(f"{str((n, k, cols)):>22} {t_field:>9.5f} {t_gemm:>9.5f} {t_gemm / t_field:>9.0%}")
+        print(f"{(n, k, cols)!s:>22} {t_field:>9.5f} {t_gemm:>9.5f} {t_gemm / t_field:>9.0%}")
 
 
 if __name__ == "__main__":
