@@ -1,0 +1,1 @@
+"""The participant's learning side: frozen CLIP backbone, CoOp prompt learner, strategies."""
