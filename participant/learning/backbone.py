@@ -140,12 +140,13 @@ class Backbone:
 
     @torch.no_grad()
     def encode_images(self, images: torch.Tensor) -> torch.Tensor:
-        """L2-normalized image features, ``(B, 3, H, W) -> (B, embed_dim)`` float32 on the device."""
+        """L2-normalized image features ``(B, 3, H, W) -> (B, embed_dim)``, float32."""
         images = images.to(self.device, non_blocking=True)
         with self.autocast():
             features = self.model.encode_image(images)  # type: ignore[operator]
-        features = features.float()
-        return features / features.norm(dim=-1, keepdim=True)
+        normalized: torch.Tensor = features.float()
+        unit: torch.Tensor = normalized / normalized.norm(dim=-1, keepdim=True)
+        return unit
 
 
 def state_fingerprint(model: nn.Module) -> str:
@@ -184,7 +185,9 @@ def _describe_checkpoint_problem(path: Path, name: str, error: BaseException) ->
     )
 
 
-def _open_clip_source(model: str, pretrained: str | None, allow_download: bool) -> tuple[str, str | None]:
+def _open_clip_source(
+    model: str, pretrained: str | None, allow_download: bool
+) -> tuple[str, str | None]:
     """Resolve ``(model_name for open_clip, pretrained for open_clip)``; check local paths."""
     if pretrained is None:
         return model, None
@@ -274,7 +277,9 @@ def load_backbone(
         raise
     except Exception as exc:  # open_clip raises RuntimeError, KeyError, AttributeError, ...
         if weights is not None and Path(weights).is_file():
-            raise BackboneLoadError(_describe_checkpoint_problem(Path(weights), model, exc)) from exc
+            raise BackboneLoadError(
+                _describe_checkpoint_problem(Path(weights), model, exc)
+            ) from exc
         raise BackboneLoadError(
             f"could not build model '{model}' from {pretrained or 'random init'}: "
             f"{type(exc).__name__}: {exc}"
@@ -289,7 +294,10 @@ def load_backbone(
     text = TextTower.of(clip_model, model)
     _log.info(
         "backbone '%s' loaded from %s on %s (weights sha256 %s...)",
-        model, pretrained or "random init", torch_device, fingerprint[:12],
+        model,
+        pretrained or "random init",
+        torch_device,
+        fingerprint[:12],
     )
     return Backbone(
         name=model,

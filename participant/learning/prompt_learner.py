@@ -143,7 +143,7 @@ class PromptLearner(nn.Module):
     def context(self) -> torch.Tensor:
         """``ctx = G + L`` (whichever exist), ``n_ctx x d``, differentiable."""
         parts = [p for p in (self.global_ctx, self.local_ctx) if p is not None]
-        ctx = parts[0]
+        ctx: torch.Tensor = parts[0]
         for part in parts[1:]:
             ctx = ctx + part
         return ctx
@@ -177,8 +177,9 @@ class PromptLearner(nn.Module):
                 x = projection(x)
             elif projection is not None:
                 x = x @ projection  # (n_cls, embed_dim)
-        x = x.float()
-        return x / x.norm(dim=-1, keepdim=True)
+        features: torch.Tensor = x.float()
+        unit: torch.Tensor = features / features.norm(dim=-1, keepdim=True)
+        return unit
 
     def logits(self, image_features: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         """``logit_scale.exp() * img @ text.T``: ``(B, embed_dim) -> (B, n_cls)``.

@@ -8,7 +8,6 @@ registration is used.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -68,5 +67,5 @@ def write_toy_images(root: Path, per_class: int = 6, *, seed: int = 0) -> Path:
 
 
 @pytest.fixture
-def toy_folder(tmp_path: Path) -> Iterator[Path]:
-    yield write_toy_images(tmp_path / "images")
+def toy_folder(tmp_path: Path) -> Path:
+    return write_toy_images(tmp_path / "images")
