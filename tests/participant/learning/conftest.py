@@ -35,7 +35,7 @@ def _one_thread() -> None:
 @pytest.fixture(scope="session")
 def tiny_model_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     try:
-        from participant.backbones import register_offline_models  # type: ignore[import-not-found]
+        from participant.backbones import register_offline_models
     except ImportError:
         if TINY not in open_clip.list_models():
             config_dir = tmp_path_factory.mktemp("model_configs")

@@ -9,6 +9,7 @@ import torch
 from crypto.rng import DeterministicRandom
 from participant.learning.errors import LearningConfigError
 from participant.learning.strategies.lowrank import (
+    LowRank,
     orthonormalize,
     power_factorize,
     privatize_gradient,
@@ -22,7 +23,7 @@ def _random(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def _factorize(local: torch.Tensor, rank: int, seed: int = 1):
+def _factorize(local: torch.Tensor, rank: int, seed: int = 1) -> LowRank:
     return power_factorize(local, rank, _random(local.shape[1], rank, seed=seed))
 
 
@@ -38,7 +39,9 @@ def test_orthonormalize_matches_gram_schmidt() -> None:
 def test_factors_are_orthonormal_and_sum_back_to_the_local_prompt(rank: int) -> None:
     local, glob = _random(M, N, seed=2), _random(M, N, seed=3)
     u, v, residual = _factorize(local, rank)
-    assert u.shape == (M, rank) and v.shape == (rank, N) and residual.shape == (M, N)
+    assert u.shape == (M, rank)
+    assert v.shape == (rank, N)
+    assert residual.shape == (M, N)
     torch.testing.assert_close(u.T @ u, torch.eye(rank, dtype=torch.float64))
     torch.testing.assert_close(v @ v.T, torch.eye(rank, dtype=torch.float64))
     torch.testing.assert_close(u @ v + residual, local, rtol=0, atol=1e-12)
@@ -69,14 +72,17 @@ def _loss(prompt: torch.Tensor) -> torch.Tensor:
     return (torch.tanh(prompt) * weights).sum() + 0.5 * (prompt**2).sum()
 
 
-def _autograd(glob: torch.Tensor, local: torch.Tensor, rank: int):
+def _autograd(glob: torch.Tensor, local: torch.Tensor, rank: int) -> tuple[torch.Tensor, ...]:
     """Gradients of the loss w.r.t. u, v (through P = G + u v + r) and w.r.t. P itself."""
     u, v, residual = _factorize(local, rank)
     u.requires_grad_(True)
     v.requires_grad_(True)
-    _loss(glob + u @ v + residual).backward()
+    _loss(glob + u @ v + residual).backward()  # type: ignore[no-untyped-call]
     prompt = (glob + local).clone().requires_grad_(True)
-    _loss(prompt).backward()
+    _loss(prompt).backward()  # type: ignore[no-untyped-call]
+    assert u.grad is not None
+    assert v.grad is not None
+    assert prompt.grad is not None
     return u.detach(), v.detach(), u.grad, v.grad, prompt.grad
 
 
@@ -128,7 +134,8 @@ def test_ldp_noise_has_the_calibrated_scale() -> None:
             out = privatize_gradient(
                 zero, clip_norm=clip_norm, noise_multiplier=noise_multiplier, rng=rng
             )
-            assert out.shape == zero.shape and out.dtype == zero.dtype
+            assert out.shape == zero.shape
+            assert out.dtype == zero.dtype
             noise.append(out.double().reshape(-1))
     samples = torch.cat(noise).numpy()
     sigma = noise_multiplier * clip_norm
@@ -139,15 +146,23 @@ def test_ldp_noise_has_the_calibrated_scale() -> None:
 
 def test_gradient_is_clipped_before_noise() -> None:
     big = torch.full((8, 32), 10.0)
-    clipped = privatize_gradient(big, clip_norm=0.5, noise_multiplier=0.0, rng=DeterministicRandom(0))
+    clipped = privatize_gradient(
+        big, clip_norm=0.5, noise_multiplier=0.0, rng=DeterministicRandom(0)
+    )
     assert float(clipped.norm()) == pytest.approx(0.5)
     torch.testing.assert_close(clipped / clipped.norm(), big / big.norm())
 
 
 def test_noise_comes_from_the_injected_source() -> None:
     grad = _random(8, 32).float()
-    first = privatize_gradient(grad, clip_norm=1.0, noise_multiplier=1.0, rng=DeterministicRandom(3))
-    again = privatize_gradient(grad, clip_norm=1.0, noise_multiplier=1.0, rng=DeterministicRandom(3))
-    other = privatize_gradient(grad, clip_norm=1.0, noise_multiplier=1.0, rng=DeterministicRandom(4))
+    first = privatize_gradient(
+        grad, clip_norm=1.0, noise_multiplier=1.0, rng=DeterministicRandom(3)
+    )
+    again = privatize_gradient(
+        grad, clip_norm=1.0, noise_multiplier=1.0, rng=DeterministicRandom(3)
+    )
+    other = privatize_gradient(
+        grad, clip_norm=1.0, noise_multiplier=1.0, rng=DeterministicRandom(4)
+    )
     torch.testing.assert_close(first, again)
     assert not torch.allclose(first, other)
