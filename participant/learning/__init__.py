@@ -1,0 +1,98 @@
+"""The participant's learning side: frozen CLIP backbone, CoOp prompt learner, strategies.
+
+Typical use by the daemon::
+
+    configure_threads(None)                                  # one torch thread on the CPU
+    backbone = load_backbone("tiny-offline", checkpoint, device="auto")
+    data = load_dataset(path, transform=backbone.preprocess)
+    train, test = split_dataset(data, test_fraction=0.2, seed=seed, participant_id=pid)
+    cache = FeatureCache(state_dir / "features")
+    train_f, test_f = cache.get(backbone, train), cache.get(backbone, test)
+    strategy = get_strategy("secfpp", backbone=backbone, classnames=data.classnames, **settings)
+    reduction = get_reduction("jl", n_ctx=16, ctx_dim=backbone.text.width, seed=public_seed)
+    # each round
+    strategy.begin_round(global_prompt)                      # None before the first publication
+    out = strategy.train_round(train_f.features, train_f.labels, epochs=local_epochs)
+    x_i = reduction.reduce(out.prompt)                       # SecPC input (if strategy.clustered)
+    g_i = out.global_update                                  # aggregation input (if uploads_update)
+    held_out = strategy.evaluate(test_f.features, test_f.labels)
+"""
+
+from participant.learning.backbone import Backbone, TextTower, load_backbone
+from participant.learning.data import (
+    ImageDataset,
+    Sample,
+    load_dataset,
+    read_class_list,
+    read_csv_dataset,
+    read_image_folder,
+    split_dataset,
+)
+from participant.learning.errors import (
+    BackboneLoadError,
+    DatasetError,
+    LearningConfigError,
+    LearningError,
+)
+from participant.learning.evaluation import accuracy
+from participant.learning.features import FeatureCache, FeatureSet, compute_features
+from participant.learning.prompt_learner import PromptLearner
+from participant.learning.reduction import JLReduction, Reduction, TokenPCAReduction, get_reduction
+from participant.learning.runtime import autocast, configure_threads, resolve_device
+from participant.learning.strategies import (
+    STRATEGIES,
+    DpFplConfig,
+    DpFplStrategy,
+    GdpParameters,
+    LdpParameters,
+    LocalStrategy,
+    PromptFlStrategy,
+    RoundMetrics,
+    RoundOutput,
+    SecFppStrategy,
+    Strategy,
+    StrategyConfig,
+    get_strategy,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "Backbone",
+    "BackboneLoadError",
+    "DatasetError",
+    "DpFplConfig",
+    "DpFplStrategy",
+    "FeatureCache",
+    "FeatureSet",
+    "GdpParameters",
+    "ImageDataset",
+    "JLReduction",
+    "LdpParameters",
+    "LearningConfigError",
+    "LearningError",
+    "LocalStrategy",
+    "PromptFlStrategy",
+    "PromptLearner",
+    "Reduction",
+    "RoundMetrics",
+    "RoundOutput",
+    "Sample",
+    "SecFppStrategy",
+    "Strategy",
+    "StrategyConfig",
+    "TextTower",
+    "TokenPCAReduction",
+    "accuracy",
+    "autocast",
+    "compute_features",
+    "configure_threads",
+    "get_reduction",
+    "get_strategy",
+    "load_backbone",
+    "load_dataset",
+    "read_class_list",
+    "read_csv_dataset",
+    "read_image_folder",
+    "resolve_device",
+    "split_dataset",
+]

@@ -1,0 +1,64 @@
+"""Training strategies, selected by name from the federation config.
+
+>>> sorted(STRATEGIES)
+['dpfpl', 'local', 'promptfl', 'secfpp']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from crypto.rng import RandomSource
+from participant.learning.backbone import Backbone
+from participant.learning.errors import LearningConfigError
+from participant.learning.strategies.base import RoundMetrics, RoundOutput, Strategy, StrategyConfig
+from participant.learning.strategies.dpfpl import (
+    DpFplConfig,
+    DpFplStrategy,
+    GdpParameters,
+    LdpParameters,
+)
+from participant.learning.strategies.local import LocalStrategy
+from participant.learning.strategies.promptfl import PromptFlStrategy
+from participant.learning.strategies.secfpp import SecFppStrategy
+
+__all__ = [
+    "STRATEGIES",
+    "DpFplConfig",
+    "DpFplStrategy",
+    "GdpParameters",
+    "LdpParameters",
+    "LocalStrategy",
+    "PromptFlStrategy",
+    "RoundMetrics",
+    "RoundOutput",
+    "SecFppStrategy",
+    "Strategy",
+    "StrategyConfig",
+    "get_strategy",
+]
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (SecFppStrategy, PromptFlStrategy, DpFplStrategy, LocalStrategy)
+}
+
+
+def get_strategy(
+    name: str,
+    *,
+    backbone: Backbone,
+    classnames: Sequence[str],
+    rng: RandomSource | None = None,
+    **config: Any,
+) -> Strategy:
+    """Build strategy ``name`` with its config from keyword settings (unknown keys refused).
+
+    ``rng`` is the source of DP noise (``dpfpl``); None means the OS CSPRNG.
+    """
+    cls = STRATEGIES.get(name)
+    if cls is None:
+        raise LearningConfigError(
+            "name", f"must be one of {', '.join(sorted(STRATEGIES))}, not {name!r}"
+        )
+    return cls(backbone, classnames, cls.config_type.from_mapping(config), rng=rng)

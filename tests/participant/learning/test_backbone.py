@@ -1,0 +1,142 @@
+"""Loading the frozen backbone: sources, freezing, and errors that name the file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import open_clip
+import pytest
+import torch
+
+from participant.learning.backbone import Backbone, load_backbone
+from participant.learning.errors import BackboneLoadError, LearningConfigError
+from participant.learning.runtime import configure_threads, resolve_device
+
+from .conftest import TINY_CONFIG
+
+
+def test_backbone_is_frozen_in_eval_mode_on_cpu(tiny_backbone: Backbone) -> None:
+    assert tiny_backbone.device == torch.device("cpu")
+    assert all(not p.requires_grad for p in tiny_backbone.model.parameters())
+    assert not tiny_backbone.model.training
+    assert tiny_backbone.embed_dim == TINY_CONFIG["embed_dim"]
+    assert tiny_backbone.text.width == TINY_CONFIG["text_cfg"]["width"]
+    assert tiny_backbone.text.context_length == TINY_CONFIG["text_cfg"]["context_length"]
+
+
+def test_encode_images_is_normalized(tiny_backbone: Backbone) -> None:
+    features = tiny_backbone.encode_images(torch.randn(3, 3, 32, 32))
+    assert features.shape == (3, 32)
+    assert features.dtype == torch.float32
+    torch.testing.assert_close(features.norm(dim=-1), torch.ones(3))
+
+
+def test_seeded_random_init_is_reproducible(tiny_model_name: str) -> None:
+    state = torch.random.get_rng_state()
+    a = load_backbone(tiny_model_name, None, device="cpu", init_seed=3)
+    b = load_backbone(tiny_model_name, None, device="cpu", init_seed=3)
+    c = load_backbone(tiny_model_name, None, device="cpu", init_seed=4)
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+    assert torch.equal(state, torch.random.get_rng_state())  # global RNG untouched
+
+
+def test_load_from_checkpoint_file(tiny_backbone: Backbone, tmp_path: Path) -> None:
+    path = tmp_path / "tiny.pt"
+    torch.save(tiny_backbone.model.state_dict(), path)
+    loaded = load_backbone(tiny_backbone.name, str(path), device="cpu")
+    assert loaded.fingerprint == tiny_backbone.fingerprint
+    assert loaded.source == str(path)
+
+
+def test_load_fp16_checkpoint(tiny_backbone: Backbone, tmp_path: Path) -> None:
+    path = tmp_path / "tiny-fp16.pt"
+    torch.save({k: v.half() for k, v in tiny_backbone.model.state_dict().items()}, path)
+    loaded = load_backbone(tiny_backbone.name, str(path), device="cpu")
+    images = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(
+        loaded.encode_images(images), tiny_backbone.encode_images(images), atol=5e-3, rtol=0
+    )
+
+
+def test_load_from_open_clip_model_directory(tiny_backbone: Backbone, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "open_clip_config.json").write_text(json.dumps({"model_cfg": TINY_CONFIG}))
+    torch.save(tiny_backbone.model.state_dict(), folder / "open_clip_pytorch_model.bin")
+    loaded = load_backbone("tiny-dir", str(folder), device="cpu")
+    assert loaded.fingerprint == tiny_backbone.fingerprint
+    assert loaded.name == "tiny-dir"
+
+
+def test_missing_checkpoint_is_named(tiny_model_name: str, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pt"
+    with pytest.raises(BackboneLoadError, match=re.escape(f"checkpoint {missing} does not exist")):
+        load_backbone(tiny_model_name, str(missing), device="cpu")
+
+
+def test_checkpoint_that_is_not_a_state_dict(tiny_model_name: str, tmp_path: Path) -> None:
+    path = tmp_path / "list.pt"
+    torch.save([torch.zeros(2)], path)
+    with pytest.raises(
+        BackboneLoadError, match=f"expected a state_dict for model '{tiny_model_name}' but"
+    ) as info:
+        load_backbone(tiny_model_name, str(path), device="cpu")
+    assert str(path) in str(info.value)
+
+
+def test_checkpoint_that_is_not_a_torch_file(tiny_model_name: str, tmp_path: Path) -> None:
+    path = tmp_path / "garbage.pt"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(
+        BackboneLoadError, match=re.escape(f"checkpoint {path} is not a readable torch file")
+    ):
+        load_backbone(tiny_model_name, str(path), device="cpu")
+
+
+def test_checkpoint_of_another_architecture(tiny_model_name: str, tmp_path: Path) -> None:
+    path = tmp_path / "other.pt"
+    torch.save({"visual.conv1.weight": torch.zeros(1)}, path)
+    with pytest.raises(
+        BackboneLoadError, match=re.escape(f"checkpoint {path} does not match model")
+    ):
+        load_backbone(tiny_model_name, str(path), device="cpu")
+
+
+def test_model_directory_without_config_or_weights(tiny_model_name: str, tmp_path: Path) -> None:
+    with pytest.raises(BackboneLoadError, match=r"has no open_clip_config\.json"):
+        load_backbone(tiny_model_name, str(tmp_path), device="cpu")
+    (tmp_path / "open_clip_config.json").write_text(json.dumps({"model_cfg": TINY_CONFIG}))
+    with pytest.raises(BackboneLoadError, match="has no weights file"):
+        load_backbone(tiny_model_name, str(tmp_path), device="cpu")
+
+
+def test_download_tag_needs_permission() -> None:
+    assert "openai" in open_clip.list_pretrained_tags_by_model("ViT-B-16")
+    with pytest.raises(BackboneLoadError, match="'openai' is a download tag"):
+        load_backbone("ViT-B-16", "openai", device="cpu")
+
+
+def test_unknown_model() -> None:
+    with pytest.raises(BackboneLoadError, match="'no-such-model' is not a registered"):
+        load_backbone("no-such-model", None, device="cpu")
+
+
+def test_device_choice() -> None:
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    assert resolve_device("cpu").type == "cpu"
+    with pytest.raises(LearningConfigError, match="'device' must be one of"):
+        resolve_device("tpu")
+
+
+def test_configure_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        assert configure_threads(None) == 1
+        assert configure_threads(2) == 2
+        with pytest.raises(LearningConfigError, match="'n' must be an integer >= 1"):
+            configure_threads(0)
+    finally:
+        torch.set_num_threads(before)
