@@ -1,0 +1,207 @@
+"""Prompt learning as the engine drives it: a strategy, its data and its reduction.
+
+:class:`PromptTrainer` implements :class:`participant.engine.Trainer` on top of
+:mod:`participant.learning`: image features are computed once and cached, each round
+installs the coordinator's global prompt, trains ``epochs`` passes, and returns
+``x_i = reduce(vec(G + L))`` (SecPC input, when the strategy clusters) and
+``g_i = G_after - G_before`` (the securely aggregated update, when it uploads one).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from tqdm import tqdm
+
+from crypto.rng import RandomSource
+from participant.engine import TrainOutput
+from participant.learning import (
+    FeatureCache,
+    FeatureSet,
+    LearningConfigError,
+    Reduction,
+    Strategy,
+    get_reduction,
+    get_strategy,
+    load_backbone,
+    load_dataset,
+    read_class_list,
+    split_dataset,
+)
+
+__all__ = ["PromptTrainer", "TrainerSettings", "build_trainer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """What an operator chooses locally (the federation fixes the rest)."""
+
+    data: str
+    classes: str | None = None
+    model: str = "tiny-offline"
+    pretrained: str | None = None
+    device: str = "auto"
+    epochs: int = 2
+    lr: float = 0.002
+    batch_size: int = 32
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    strategy_overrides: Mapping[str, Any] | None = None
+
+
+class PromptTrainer:
+    """Train one participant's prompts round after round (see module docstring)."""
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        train: FeatureSet,
+        test: FeatureSet,
+        *,
+        epochs: int,
+        reduction: Reduction | None,
+        on_progress: Callable[[str], None] | None = None,
+        progress_bar: bool = False,
+    ) -> None:
+        if epochs < 1:
+            raise LearningConfigError("epochs", f"must be >= 1, not {epochs}")
+        self.progress_bar = progress_bar
+        self.strategy = strategy
+        self.train_set = train
+        self.test_set = test
+        self.epochs = epochs
+        self.reduction = reduction
+        self._say = on_progress or (lambda text: log.info("%s", text))
+
+    def zero_shot(self) -> float:
+        """Held-out accuracy before any training (the initial prompt)."""
+        return self.strategy.evaluate(self.test_set.features, self.test_set.labels)
+
+    def train(self, round_number: int, global_prompt: NDArray[np.float64] | None) -> TrainOutput:
+        """One round of local training, one strategy call per epoch (for the progress bar).
+
+        Each call returns ``G_after - G_before`` of that epoch, so the round's update is
+        their sum (it telescopes to ``G_end - G_start``).
+        """
+        if self.strategy.use_global:
+            self.strategy.begin_round(global_prompt)
+        update: NDArray[np.float64] | None = None
+        first_loss = last_loss = train_accuracy = float("nan")
+        steps = 0
+        bar = tqdm(
+            range(self.epochs),
+            desc=f"round {round_number} training",
+            unit="epoch",
+            disable=not self.progress_bar,
+            leave=False,
+        )
+        for epoch in bar:
+            out = self.strategy.train_round(
+                self.train_set.features, self.train_set.labels, epochs=1
+            )
+            if out.global_update is not None:
+                update = out.global_update if update is None else update + out.global_update
+            m = out.metrics
+            first_loss = m.first_loss if epoch == 0 else first_loss
+            last_loss, train_accuracy, steps = m.last_loss, m.train_accuracy, steps + m.steps
+            bar.set_postfix(loss=f"{m.last_loss:.3f}")
+        self._say(
+            f"round {round_number}: trained {steps} steps, loss {first_loss:.3f} -> "
+            f"{last_loss:.3f}, train accuracy {train_accuracy:.3f}"
+        )
+        reduced = None
+        if self.strategy.clustered and self.reduction is not None:
+            reduced = self.reduction.reduce(self.strategy.prompt())
+        metrics = {"loss": last_loss, "train_accuracy": train_accuracy}
+        return TrainOutput(reduced, update, self.strategy.state(), metrics)
+
+    def restore(self, state: dict[str, NDArray[Any]]) -> None:
+        self.strategy.load_state(state)
+
+    def evaluate(self, global_prompt: NDArray[np.float64] | None) -> dict[str, float]:
+        if global_prompt is not None and self.strategy.use_global:
+            self.strategy.learner.set_global(global_prompt)
+        return {"accuracy": self.strategy.evaluate(self.test_set.features, self.test_set.labels)}
+
+
+def build_trainer(
+    settings: TrainerSettings,
+    config: Mapping[str, Any],
+    *,
+    participant_id: int,
+    cache_dir: Path,
+    rng: RandomSource | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    progress_bar: bool = False,
+) -> PromptTrainer:
+    """Backbone, data, cached features, strategy and reduction for one participant.
+
+    ``config`` is the federation's config document; its prompt shape must match the
+    backbone's text width, which is checked with a clear error.
+    """
+    backbone = load_backbone(settings.model, settings.pretrained, device=settings.device)
+    n_ctx, dim = int(config["prompt"]["n_ctx"]), int(config["prompt"]["dim"])
+    if dim != backbone.text.width:
+        raise LearningConfigError(
+            "prompt.dim",
+            f"is {dim} in the federation but model '{settings.model}' has text width "
+            f"{backbone.text.width}: use the federation's model",
+        )
+    classnames = read_class_list(settings.classes) if settings.classes else None
+    data = load_dataset(settings.data, transform=backbone.preprocess, classnames=classnames)
+    train, test = split_dataset(
+        data,
+        test_fraction=settings.test_fraction,
+        seed=settings.split_seed,
+        participant_id=participant_id,
+    )
+    cache = FeatureCache(cache_dir)
+    train_f, test_f = cache.get(backbone, train), cache.get(backbone, test)
+    strategy_name = str(config.get("strategy", "secfpp"))
+    overrides = dict(settings.strategy_overrides or {})
+    strategy = get_strategy(
+        strategy_name,
+        backbone=backbone,
+        classnames=data.classnames,
+        rng=rng,
+        n_ctx=n_ctx,
+        lr=settings.lr,
+        batch_size=settings.batch_size,
+        init_std=float(config["prompt"].get("init_std", 0.02)),
+        **overrides,
+    )
+    reduction = None
+    if strategy.clustered:
+        red = config.get("reduction", {})
+        method = str(red.get("method", "jl"))
+        r = int(config["crypto"]["reduced_dim"])
+        table = None
+        if method == "token-pca":
+            embedding = backbone.model.get_submodule("token_embedding")
+            table = torch.as_tensor(embedding.weight).detach()
+        reduction = get_reduction(
+            method,
+            n_ctx=n_ctx,
+            ctx_dim=dim,
+            seed=int(red.get("seed", 0)),
+            r=r,
+            k=max(1, r // n_ctx),
+            token_embedding=table,
+        )
+    return PromptTrainer(
+        strategy,
+        train_f,
+        test_f,
+        epochs=settings.epochs,
+        reduction=reduction,
+        on_progress=on_progress,
+    )
