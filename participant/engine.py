@@ -1,0 +1,304 @@
+"""The participant daemon's core loop: fetch the task, do the stage's work, upload.
+
+Crash safety: every stage's work is committed to the state directory *before* it is
+uploaded (training outputs, the exact share upload body, the exact coded-result payload
+and its request digest), and the round's ``progress.json`` is the single commit point.
+A daemon killed at any instant and started again re-sends the same bytes (uploads are
+idempotent on the coordinator), never trains twice for one round, and never answers two
+different requests for one stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crypto.errors import RefusalError
+from crypto.params import CryptoParams
+from crypto.refusal import check_same_request
+from crypto.rng import RandomSource, SystemRandom
+from crypto.transport import load_private_key
+from participant.client import CoordinatorClient, RequestRefusedError
+from participant.protocol import (
+    aggregation_payload,
+    crypto_params,
+    distance_payload,
+    open_inbox,
+    peer_keys,
+    prompt_from_document,
+    share_body,
+)
+from participant.state import StateDir
+
+__all__ = ["Engine", "TrainOutput", "Trainer"]
+
+log = logging.getLogger(__name__)
+
+#: 409 codes that mean "the round moved on without you": poll again, do not stop.
+MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
+
+
+@dataclass
+class TrainOutput:
+    """What local training of one round produced.
+
+    Attributes:
+        reduced: ``x_i`` (r,) for SecPC, or None if the strategy does not cluster.
+        update: ``g_i`` (n_ctx * dim,) of the global prompt, or None (``local``).
+        state: the trainer's own arrays after training (e.g. the local prompt).
+        metrics: numbers only (loss, ...).
+    """
+
+    reduced: NDArray[np.float64] | None
+    update: NDArray[np.float64] | None
+    state: dict[str, NDArray[Any]] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer(Protocol):
+    """Local prompt learning as the engine drives it."""
+
+    def train(self, round_number: int, global_prompt: NDArray[np.float64] | None) -> TrainOutput:
+        """Train on local data starting from ``global_prompt``."""
+        ...
+
+    def restore(self, state: dict[str, NDArray[Any]]) -> None:
+        """Load the arrays of the last committed :class:`TrainOutput`."""
+        ...
+
+    def evaluate(self, global_prompt: NDArray[np.float64] | None) -> dict[str, float]:
+        """Adopt the published global prompt and return held-out metrics (accuracy)."""
+        ...
+
+
+class Engine:
+    """One participant's protocol loop over a :class:`CoordinatorClient`."""
+
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        state: StateDir,
+        trainer: Trainer,
+        *,
+        rng: RandomSource | None = None,
+        poll_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.state = state
+        self.trainer = trainer
+        self.rng = rng or SystemRandom()
+        self.poll_s = poll_s
+        self._sleep = sleep
+        self._say = on_progress or (lambda text: log.info("%s", text))
+        ident = state.identity()
+        self.federation_id: str = ident["federation_id"]
+        self.participant_id: str = ident["participant_id"]
+        self.index: int = int(ident["index"])
+        client.token = ident["api_token"]
+        self.private_key = load_private_key(state.private_key())
+        self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
+        self.params: CryptoParams = crypto_params(self.config)
+        self._restore_trainer()
+
+    # -- per-round progress ----------------------------------------------------------------
+    def _path(self, number: int, name: str) -> str:
+        return f"rounds/{number}/{name}"
+
+    def progress(self, number: int) -> dict[str, Any]:
+        data: dict[str, Any] = self.state.read_json(self._path(number, "progress.json"), {})
+        return data
+
+    def _commit(self, number: int, progress: dict[str, Any]) -> None:
+        self.state.write_json(self._path(number, "progress.json"), progress)
+        self.state.save_progress(
+            {"round": number, **{k: v for k, v in progress.items() if k in ("stage", "cluster")}}
+        )
+
+    def _restore_trainer(self) -> None:
+        rounds = self.state.root / "rounds"
+        if not rounds.exists():
+            return
+        done = sorted(
+            int(p.name)
+            for p in rounds.iterdir()
+            if p.name.isdigit() and self.progress(int(p.name)).get("trained")
+        )
+        if done:
+            last = done[-1]
+            names = self.progress(last).get("state_arrays", [])
+            arrays = {n: self.state.read_array(self._path(last, f"state-{n}.npy")) for n in names}
+            self.trainer.restore({k: v for k, v in arrays.items() if v is not None})
+
+    # -- the loop --------------------------------------------------------------------------
+    def step(self) -> dict[str, Any]:
+        """Fetch the task and do its work once; returns the task document."""
+        task = self.client.task()
+        action = task["action"]
+        if task["round"] is None or (task.get("uploaded") and action != "fetch_outcome"):
+            return task
+        number = int(task["round"])
+        try:
+            if action == "share":
+                self._share(task, number)
+            elif action == "compute_distances":
+                self._coded(task, number, "distances")
+            elif action == "compute_sums":
+                self._coded(task, number, "aggregation")
+            elif action == "fetch_outcome":
+                self._outcome(number)
+        except RequestRefusedError as exc:
+            if exc.code in MOVED_ON:
+                self._say(f"round {number}: {exc.code} ({exc.detail}); waiting for the next task")
+            else:
+                raise
+        return task
+
+    def run(self, *, rounds: int | None = None, until_complete: bool = True) -> int:
+        """Loop until ``rounds`` outcomes were handled (or the federation's last round).
+
+        Returns the number of rounds whose outcome this call handled.
+        """
+        handled = 0
+        seen: set[int] = set()
+        total = (self.config.get("rounds") or {}).get("total")
+        while True:
+            task = self.step()
+            number = task["round"]
+            if number is not None and self.progress(int(number)).get("outcome_done"):
+                if int(number) not in seen:
+                    seen.add(int(number))
+                    handled += 1
+                if rounds is not None and handled >= rounds:
+                    return handled
+                if until_complete and total is not None and int(number) >= int(total):
+                    return handled
+            busy = (
+                task["action"] in ("share", "compute_distances", "compute_sums")
+                and not task["uploaded"]
+            )
+            if not busy:
+                self._sleep(self.poll_s)
+
+    # -- stages ----------------------------------------------------------------------------
+    def _share(self, task: dict[str, Any], number: int) -> None:
+        progress = self.progress(number)
+        if not progress.get("trained"):
+            self._say(f"round {number}: training (cluster {task.get('cluster')})")
+            out = self.trainer.train(number, prompt_from_document(task.get("global_prompt")))
+            for name, value in (("reduced", out.reduced), ("update", out.update)):
+                if value is not None:
+                    self.state.write_array(self._path(number, f"{name}.npy"), value)
+            for name, value in out.state.items():
+                self.state.write_array(self._path(number, f"state-{name}.npy"), value)
+            progress.update(
+                trained=True,
+                state_arrays=sorted(out.state),
+                train_metrics=out.metrics,
+                cluster=task.get("cluster"),
+            )
+            self._commit(number, progress)
+        body_path = self._path(number, "shares.json")
+        raw = self.state.read_bytes(body_path)
+        if raw is None:
+            body = share_body(
+                task,
+                params=self.params,
+                federation_id=self.federation_id,
+                index=self.index,
+                private_key=self.private_key,
+                reduced=self.state.read_array(self._path(number, "reduced.npy")),
+                update=self.state.read_array(self._path(number, "update.npy")),
+                rng=self.rng,
+            )
+            self.state.write_bytes(body_path, json.dumps(body).encode())
+            progress["sharing_specs"] = task["sharing"]["envelopes"]
+            self._commit(number, progress)
+        else:
+            body = json.loads(raw)
+        self.client.upload_shares(number, body)
+        self._say(f"round {number}: shares uploaded to {len(task['sharing']['recipients'])} peers")
+
+    def _opened(self, task: dict[str, Any], number: int, kind: str) -> Any:
+        specs = {s["kind"]: s for s in self.progress(number).get("sharing_specs", [])}
+        if kind == "prompt":
+            prime = self.params.clustering_field.prime
+            length = self.params.clustering_lcc().chunk_length(self.params.reduced_dim)
+        else:
+            prime = self.params.aggregation_field.prime
+            size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
+            length = self.params.aggregation_lcc().chunk_length(size)
+        inbox = self.client.inbox(self.participant_id, number)
+        opened = open_inbox(
+            inbox,
+            kind=kind,
+            context_stage=specs.get(kind, {}).get("context_stage", f"sharing-{kind}"),
+            prime=prime,
+            share_length=length,
+            federation_id=self.federation_id,
+            index=self.index,
+            private_key=self.private_key,
+            peers=peer_keys(task),
+        )
+        if opened.failed:
+            self._say(f"round {number}: shares from {list(opened.failed)} failed authentication")
+        return opened
+
+    def _coded(self, task: dict[str, Any], number: int, stage: str) -> None:
+        progress = self.progress(number)
+        payload_path = self._path(number, f"{stage}.bin")
+        payload = self.state.read_bytes(payload_path)
+        digest_key = f"{stage}_digest"
+        if progress.get(f"{stage}_refused"):
+            return
+        if payload is None:
+            kind = "prompt" if stage == "distances" else "update"
+            opened = self._opened(task, number, kind)
+            build = distance_payload if stage == "distances" else aggregation_payload
+            try:
+                payload, digest = build(task, opened, self.params)
+                check_same_request(progress.get(digest_key), digest)
+            except RefusalError as exc:
+                self._say(f"round {number}: refusing the {stage} request: {exc}")
+                progress[f"{stage}_refused"] = exc.reason
+                self._commit(number, progress)
+                self.client.refuse(number, exc.reason, str(exc))
+                return
+            self.state.write_bytes(payload_path, payload)
+            progress[digest_key] = digest
+            self._commit(number, progress)
+        self.client.upload_result(number, stage, payload)
+        self._say(f"round {number}: {stage} result uploaded")
+
+    def _outcome(self, number: int) -> None:
+        progress = self.progress(number)
+        if progress.get("outcome_done"):
+            return
+        outcome = self.client.outcome(number)
+        if outcome["stage"] == "published":
+            prompt = prompt_from_document(outcome.get("global_prompt"))
+            if prompt is not None:
+                self.state.write_array(self._path(number, "global.npy"), prompt)
+            metrics = self.trainer.evaluate(prompt)
+            self.state.write_json(self._path(number, "metrics.json"), metrics)
+            try:
+                self.client.report_metrics(number, metrics)
+            except RequestRefusedError as exc:
+                log.warning("round %s: metrics not accepted: %s", number, exc)
+            shown = ", ".join(f"{k} {v:.3f}" for k, v in sorted(metrics.items()))
+            self._say(f"round {number}: published; cluster {outcome.get('cluster')}; {shown}")
+        else:
+            self._say(f"round {number}: {outcome['stage']}: {outcome.get('failure_reason')}")
+        progress.update(
+            outcome_done=True, outcome_stage=outcome["stage"], next_cluster=outcome.get("cluster")
+        )
+        self._commit(number, progress)
+        self.state.drop_round_shares(number)

@@ -1,0 +1,217 @@
+"""The participant's side of the protocol, without any I/O.
+
+Pure functions from a task document (JSON of the coordinator's ``/me/task``) and the
+participant's own material to what it uploads: sealed shares, coded distances, coded
+sums. The daemon (:mod:`participant.engine`) adds HTTP, persistence and retries; the
+refusal rules of DESIGN.md section 6 are applied here, before any coded result exists.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from numpy.typing import NDArray
+
+from crypto.aggregation import member_sums, prepare_update
+from crypto.errors import ShareAuthenticationError, WireFormatError
+from crypto.field import FieldArray
+from crypto.params import CodeSpec, CryptoParams, FieldSpec
+from crypto.quantize import quantize
+from crypto.refusal import check_aggregation_request, check_distance_request, request_digest
+from crypto.rng import RandomSource
+from crypto.secpc import ReferenceSets, coded_distances
+from crypto.transport import ShareContext, load_public_key, open_share, seal_share
+from crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
+
+__all__ = [
+    "OpenedShares",
+    "aggregation_payload",
+    "crypto_params",
+    "distance_payload",
+    "open_inbox",
+    "peer_keys",
+    "share_body",
+]
+
+
+def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
+    """The federation's :class:`CryptoParams` from its config document (``/me``)."""
+    c = config["crypto"]
+
+    def code(d: Mapping[str, Any]) -> CodeSpec:
+        return CodeSpec(k=int(d["k"]), t=int(d["t"]))
+
+    def fld(d: Mapping[str, Any]) -> FieldSpec:
+        return FieldSpec(prime=int(d["prime"]), bits=int(d["bits"]), clip=float(d["clip"]))
+
+    return CryptoParams(
+        n_participants=int(config["n_participants"]),
+        reduced_dim=int(c["reduced_dim"]),
+        clustering_code=code(c["clustering_code"]),
+        aggregation_code=code(c["aggregation_code"]),
+        clustering_field=fld(c["clustering_field"]),
+        aggregation_field=fld(c["aggregation_field"]),
+        l2_clip=float(c["l2_clip"]),
+        min_aggregation_size=int(c["min_aggregation_size"]),
+        max_clusters=int(c["max_clusters"]),
+    )
+
+
+def peer_keys(task: Mapping[str, Any]) -> dict[int, X25519PublicKey]:
+    """Participant index -> X25519 public key, from the task's peer list."""
+    return {
+        int(p["index"]): load_public_key(base64.b64decode(p["public_key"])) for p in task["peers"]
+    }
+
+
+def share_body(
+    task: Mapping[str, Any],
+    *,
+    params: CryptoParams,
+    federation_id: str,
+    index: int,
+    private_key: X25519PrivateKey,
+    reduced: NDArray[np.float64] | None,
+    update: NDArray[np.float64] | None,
+    rng: RandomSource,
+) -> dict[str, Any]:
+    """The sharing upload: one sealed envelope per recipient and requested kind.
+
+    ``reduced`` is ``x_i`` (quantized in the clustering field, deterministic rounding);
+    ``update`` is ``g_i`` (clipped to ``C`` and per entry, stochastic rounding).
+    """
+    peers = peer_keys(task)
+    sharing = task["sharing"]
+    envelopes = []
+    for spec in sharing["envelopes"]:
+        kind = spec["kind"]
+        if kind == "prompt":
+            if reduced is None:
+                raise ValueError("the task asks for a prompt share but no reduced prompt exists")
+            f = params.clustering_field
+            vector = quantize(reduced, f.field, bits=f.bits, clip=f.clip)
+            code = params.clustering_lcc()
+        else:
+            if update is None:
+                raise ValueError("the task asks for an update share but no update exists")
+            f = params.aggregation_field
+            vector = prepare_update(update, f, l2_clip=params.l2_clip, rng=rng)
+            code = params.aggregation_lcc()
+        if vector.size != int(spec["vector_length"]):
+            raise ValueError(
+                f"{kind} vector has {vector.size} entries, the federation expects "
+                f"{spec['vector_length']}"
+            )
+        shares = code.share(vector, rng)
+        for recipient in sharing["recipients"]:
+            context = ShareContext(
+                federation_id, int(task["round"]), spec["context_stage"], index, int(recipient)
+            )
+            packed = pack_field_vector(shares[int(recipient)], prime=int(spec["prime"]))
+            sealed = seal_share(
+                private_key, peers[int(recipient)], packed, context=context, rng=rng
+            )
+            envelopes.append(
+                {
+                    "recipient": int(recipient),
+                    "kind": kind,
+                    "ciphertext": base64.b64encode(sealed).decode("ascii"),
+                }
+            )
+    return {"envelopes": envelopes}
+
+
+@dataclass(frozen=True)
+class OpenedShares:
+    """Shares this participant could authenticate, and the senders it could not."""
+
+    shares: dict[int, FieldArray]
+    failed: tuple[int, ...]
+
+
+def open_inbox(
+    inbox: Mapping[str, Any],
+    *,
+    kind: str,
+    context_stage: str,
+    prime: int,
+    share_length: int,
+    federation_id: str,
+    index: int,
+    private_key: X25519PrivateKey,
+    peers: Mapping[int, X25519PublicKey],
+) -> OpenedShares:
+    """Open every envelope of ``kind`` addressed to this participant."""
+    shares: dict[int, FieldArray] = {}
+    failed: list[int] = []
+    for env in inbox["envelopes"]:
+        if env["kind"] != kind:
+            continue
+        sender = int(env["sender"])
+        context = ShareContext(federation_id, int(inbox["round"]), context_stage, sender, index)
+        try:
+            if sender not in peers:
+                raise ShareAuthenticationError()
+            plain = open_share(
+                private_key, peers[sender], base64.b64decode(env["ciphertext"]), context=context
+            )
+            shares[sender] = unpack_field_vector(plain, prime=prime, expected_length=share_length)
+        except (ShareAuthenticationError, WireFormatError, ValueError):
+            failed.append(sender)
+    return OpenedShares(shares, tuple(sorted(failed)))
+
+
+def distance_request(task: Mapping[str, Any]) -> ReferenceSets:
+    """The reference sets of a distance task."""
+    d = task["distances"]
+    return ReferenceSets(
+        participants=tuple(int(i) for i in d["participants"]),
+        clusters=tuple(
+            (int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["clusters"]
+        ),
+        candidates=tuple((int(c), int(k)) for c, k in d["candidates"]),
+    )
+
+
+def distance_payload(
+    task: Mapping[str, Any], opened: OpenedShares, params: CryptoParams
+) -> tuple[bytes, str]:
+    """Packed coded distances and the request digest; raises RefusalError first if unsafe."""
+    refs = distance_request(task)
+    check_distance_request(refs, have_shares_from=opened.shares)
+    values = coded_distances(params.clustering_field.field, opened.shares, refs)
+    if values.size != int(task["distances"]["result_length"]):
+        raise ValueError("result length disagrees with the task")
+    payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))
+    return payload, request_digest({"round": task["round"], "distances": task["distances"]})
+
+
+def aggregation_payload(
+    task: Mapping[str, Any], opened: OpenedShares, params: CryptoParams
+) -> tuple[bytes, str]:
+    """Packed member-set sums and the request digest; raises RefusalError first if unsafe."""
+    a = task["aggregation"]
+    sets = [tuple(int(m) for m in s["members"]) for s in a["sets"]]
+    check_aggregation_request(
+        sets, min_size=params.min_aggregation_size, have_shares_from=opened.shares
+    )
+    sums = member_sums(params.aggregation_field.field, opened.shares, sets)
+    payload = pack_field_matrix(sums, prime=int(a["prime"]))
+    return payload, request_digest({"round": task["round"], "aggregation": a})
+
+
+def prompt_from_document(doc: Mapping[str, Any] | None) -> NDArray[np.float64] | None:
+    """A global prompt (``PromptOut``) as a float64 array of shape (n_ctx, dim)."""
+    if doc is None:
+        return None
+    rows, cols = (int(v) for v in doc["shape"])
+    data = np.frombuffer(base64.b64decode(doc["data"]), dtype="<f8")
+    if data.size != rows * cols or not math.isfinite(float(np.sum(data))):
+        raise ValueError(f"global prompt payload does not hold {rows}x{cols} finite floats")
+    return data.reshape(rows, cols).astype(np.float64)

@@ -1,0 +1,117 @@
+"""Cluster-wise secure aggregation and the participant's refusal rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crypto.aggregation import clip_update, decode_cluster_mean, member_sums, prepare_update
+from crypto.errors import ParameterError, RefusalError
+from crypto.params import CryptoParams
+from crypto.refusal import (
+    check_aggregation_request,
+    check_distance_request,
+    check_same_request,
+    request_digest,
+)
+from crypto.rng import DeterministicRandom
+from crypto.secpc import ReferenceSets
+
+
+def test_cluster_means_equal_plaintext_means() -> None:
+    params = CryptoParams.for_federation(10, l2_clip=4.0)
+    spec, code = params.aggregation_field, params.aggregation_lcc()
+    rng = DeterministicRandom(7)
+    d = 1000
+    updates = np.random.default_rng(0).normal(0, 0.02, (10, d))
+    clusters = [(0, 1, 2, 3), (4, 5, 6, 7, 8, 9)]
+    q = [prepare_update(u, spec, l2_clip=params.l2_clip, rng=rng) for u in updates]
+    shares = [code.share(v, rng) for v in q]
+    sums = {
+        j: member_sums(code.field, {i: shares[i][j] for i in range(10)}, clusters)
+        for j in range(2, 10)  # two participants drop out of the aggregation stage
+    }
+    for c, members in enumerate(clusters):
+        mean, decoded = decode_cluster_mean(
+            code, {j: s[c] for j, s in sums.items()}, length=d, spec=spec, contributors=len(members)
+        )
+        expected = updates[list(members)].mean(axis=0)
+        # Stochastic rounding: each entry is off by less than one quantum 2**-bits.
+        assert np.max(np.abs(mean - expected)) < 2.0**-spec.bits
+        assert decoded.rejected == ()
+
+
+def test_stochastic_rounding_is_unbiased() -> None:
+    params = CryptoParams.for_federation(10)
+    spec = params.aggregation_field
+    value = np.full(200_000, 0.3 / 2**spec.bits)  # a third of a quantum
+    q = prepare_update(value, spec, l2_clip=1e9, rng=DeterministicRandom(1))
+    # Mean of Bernoulli(0.3): std 0.46/sqrt(2e5) ~ 0.001; 6 sigma margin.
+    assert abs(float(np.mean(q)) - 0.3) < 0.006
+
+
+def test_clip_update_bounds_norm_and_entries() -> None:
+    clipped = clip_update(np.full(100, 1.0), l2_clip=2.0, entry_clip=0.15)
+    assert np.linalg.norm(clipped) <= 2.0 + 1e-12
+    assert np.max(np.abs(clipped)) <= 0.15
+    with pytest.raises(ParameterError, match="finite"):
+        clip_update(np.array([np.nan]), l2_clip=1.0, entry_clip=1.0)
+
+
+def test_member_sums_needs_every_share() -> None:
+    params = CryptoParams.for_federation(8)
+    with pytest.raises(ParameterError, match=r"participants \[2\]"):
+        member_sums(params.aggregation_field.field, {0: np.zeros(3, np.int64)}, [(0, 2)])
+
+
+# --- refusal rules -------------------------------------------------------------------------
+
+
+def test_aggregation_refusals() -> None:
+    ok = [(0, 1, 2), (3, 4, 5)]
+    check_aggregation_request(ok, min_size=3, have_shares_from=range(6))
+    cases = [
+        ([(0, 1, 2), (2, 3, 4)], "overlapping_sets"),
+        ([(0, 1, 2), (3, 4)], "set_too_small"),
+        ([(0, 1, 1)], "overlapping_sets"),
+        ([], "empty_request"),
+    ]
+    for sets, reason in cases:
+        with pytest.raises(RefusalError) as info:
+            check_aggregation_request(sets, min_size=3, have_shares_from=range(6))
+        assert info.value.reason == reason
+    with pytest.raises(RefusalError) as info:
+        check_aggregation_request(ok, min_size=3, have_shares_from=range(5))
+    assert info.value.reason == "missing_share"
+
+
+def test_distance_refusals() -> None:
+    refs = ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (3, 4, 5))), ((0, 2),))
+    check_distance_request(refs, have_shares_from=range(6))
+    bad = [
+        (ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (2, 4, 5)))), "overlapping_sets"),
+        (
+            ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (3, 4, 5))), ((0, 4),)),
+            "candidate_not_member",
+        ),
+        (
+            ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)),), ((0, 1), (0, 2))),
+            "duplicate_candidate",
+        ),
+    ]
+    for request, reason in bad:
+        with pytest.raises(RefusalError) as info:
+            check_distance_request(request, have_shares_from=range(6))
+        assert info.value.reason == reason
+    with pytest.raises(RefusalError) as info:
+        check_distance_request(refs, have_shares_from=[0, 1, 2, 3, 4])
+    assert info.value.reason == "missing_share"
+
+
+def test_conflicting_request_refused() -> None:
+    first = request_digest({"round": 3, "sets": [[0, 1, 2]]})
+    check_same_request(None, first)
+    check_same_request(first, request_digest({"sets": [[0, 1, 2]], "round": 3}))
+    with pytest.raises(RefusalError) as info:
+        check_same_request(first, request_digest({"round": 3, "sets": [[0, 1, 2, 3]]}))
+    assert info.value.reason == "conflicting_request"

@@ -1,0 +1,170 @@
+"""The coded SecPC distance path against the plaintext reference, and clustering on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crypto.clustering import ClusteringConfig, Membership, StepResult, secpc_step
+from crypto.errors import ParameterError
+from crypto.params import CodeSpec, CryptoParams, FieldSpec
+from crypto.quantize import dequantize, quantize
+from crypto.rng import DeterministicRandom
+from crypto.secpc import (
+    Distances,
+    ReferenceSets,
+    coded_distances,
+    decode_distances,
+    plaintext_distances,
+)
+
+
+def _params(n: int, r: int, k: int = 1, t: int = 1) -> CryptoParams:
+    return CryptoParams(
+        n_participants=n,
+        reduced_dim=r,
+        clustering_code=CodeSpec(k, t),
+        aggregation_code=CodeSpec(1, 1),
+        clustering_field=FieldSpec(2**61 - 1, 16, 4.0),
+        min_aggregation_size=2,
+    )
+
+
+def decisions(result: StepResult) -> tuple:
+    """What a clustering step decided (its float statistics aside)."""
+    return (
+        result.membership,
+        result.assignment,
+        [(s.parent, s.child, s.candidate, s.members) for s in result.splits],
+        [(m.kept, m.removed) for m in result.merges],
+    )
+
+
+def coded_round(
+    vectors: np.ndarray, refs: ReferenceSets, params: CryptoParams, seed: int, drop: int = 0
+) -> tuple[Distances, list[np.ndarray]]:
+    """Every participant shares, every participant computes, the coordinator decodes."""
+    spec = params.clustering_field
+    code = params.clustering_lcc()
+    rng = DeterministicRandom(seed)
+    q = {
+        i: quantize(vectors[i], code.field, bits=spec.bits, clip=spec.clip)
+        for i in refs.participants
+    }
+    shares = {i: code.share(q[i], rng) for i in refs.participants}
+    answering = list(range(params.n_participants))[drop:]
+    results = {
+        j: coded_distances(code.field, {i: shares[i][j] for i in refs.participants}, refs)
+        for j in answering
+    }
+    distances, _ = decode_distances(code, results, refs, spec)
+    real = [dequantize(q[i], code.field, bits=spec.bits) for i in range(len(q))]
+    return distances, real
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[np.ndarray, ReferenceSets, CryptoParams, int]:
+    n = draw(st.integers(5, 9))
+    r = draw(st.integers(2, 24))
+    k = draw(st.integers(1, 2))
+    t = 1
+    if 2 * (k + t - 1) + 1 > n:
+        k = 1
+    labels = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    clusters = []
+    for c in sorted(set(labels)):
+        clusters.append((c, tuple(i for i in range(n) if labels[i] == c)))
+    candidates = tuple(
+        (c, members[draw(st.integers(0, len(members) - 1))])
+        for c, members in clusters
+        if draw(st.booleans())
+    )
+    seed = draw(st.integers(0, 2**32))
+    vectors = np.random.default_rng(seed).normal(0, 1, (n, r))
+    refs = ReferenceSets(tuple(range(n)), tuple(clusters), candidates)
+    return vectors, refs, _params(n, r, k, t), seed
+
+
+@given(scenarios())
+@settings(max_examples=40, deadline=None)
+def test_coded_distances_equal_plaintext(case: tuple) -> None:
+    vectors, refs, params, seed = case
+    coded, real = coded_round(vectors, refs, params, seed)
+    # On the same quantized data the coded path is exact up to float rounding.
+    exact = plaintext_distances(real, refs)
+    np.testing.assert_allclose(coded.point, exact.point, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(coded.centre, exact.centre, rtol=1e-9, atol=1e-12)
+    # Against the unquantized vectors the error is the quantization error (step 2**-16).
+    raw = plaintext_distances(np.clip(vectors, -4, 4), refs)
+    np.testing.assert_allclose(coded.point, raw.point, rtol=1e-3, atol=1e-3)
+    config = ClusteringConfig(min_aggregation_size=2)
+    membership = Membership(refs.clusters, refs.candidates, next_id=3)
+    assert decisions(secpc_step(coded, membership, config)) == decisions(
+        secpc_step(exact, membership, config)
+    )
+
+
+def test_decode_tolerates_dropouts_within_threshold() -> None:
+    params = _params(9, 8, k=2, t=1)  # threshold 2*(2+1-1)+1 = 5 of 9
+    vectors = np.random.default_rng(0).normal(0, 1, (9, 8))
+    refs = ReferenceSets(tuple(range(9)), ((0, tuple(range(9))),))
+    coded, real = coded_round(vectors, refs, params, seed=1, drop=4)
+    np.testing.assert_allclose(coded.point, plaintext_distances(real, refs).point, rtol=1e-9)
+
+
+def test_reference_sets_validation() -> None:
+    with pytest.raises(ParameterError, match="'participants'"):
+        ReferenceSets((2, 1), ((0, (1, 2)),))
+    with pytest.raises(ParameterError, match="did not share"):
+        ReferenceSets((0, 1), ((0, (1, 2)),))
+    with pytest.raises(ParameterError, match="'candidates'"):
+        ReferenceSets((0, 1, 2), ((0, (1, 2)),), ((5, 1),))
+
+
+def separated_groups(
+    sizes: list[int], r: int, seed: int, gap: float = 4.0
+) -> tuple[np.ndarray, list[int]]:
+    rng = np.random.default_rng(seed)
+    sigma = 0.1
+    centres = rng.normal(0, 1, (len(sizes), r))
+    centres *= gap * np.sqrt(r) * sigma / np.linalg.norm(centres, axis=1, keepdims=True)
+    vectors, labels = [], []
+    for g, size in enumerate(sizes):
+        vectors.append(centres[g] + rng.normal(0, sigma, (size, r)))
+        labels += [g] * size
+    order = rng.permutation(sum(sizes))
+    return np.vstack(vectors)[order], [labels[i] for i in order]
+
+
+@pytest.mark.parametrize(("sizes", "seed"), [([6, 6], 0), ([4, 4, 4], 1), ([5, 4, 3], 2)])
+def test_coded_secpc_finds_well_separated_groups(sizes: list[int], seed: int) -> None:
+    n, r = sum(sizes), 16
+    vectors, labels = separated_groups(sizes, r, seed)
+    params = _params(n, r, k=1, t=2)
+    config = ClusteringConfig(min_aggregation_size=2, max_clusters=6)
+    membership = Membership.initial(range(n))
+    for round_index in range(2 + 2 * len(sizes)):
+        refs = membership.reference_sets(range(n), min_aggregation_size=2)
+        coded, real = coded_round(vectors, refs, params, seed=100 + round_index)
+        result = secpc_step(coded, membership, config)
+        reference = secpc_step(plaintext_distances(real, refs), membership, config)
+        assert decisions(result) == decisions(reference)
+        membership = result.membership
+    found = sorted(sorted(m) for _, m in membership.clusters)
+    truth = sorted(sorted(i for i in range(n) if labels[i] == g) for g in range(len(sizes)))
+    assert found == truth
+
+
+def test_one_compact_group_is_not_split() -> None:
+    n, r = 10, 16
+    vectors = np.random.default_rng(3).normal(0, 0.1, (n, r))
+    params = _params(n, r, k=1, t=2)
+    config = ClusteringConfig(min_aggregation_size=2)
+    membership = Membership.initial(range(n))
+    for round_index in range(4):
+        refs = membership.reference_sets(range(n), min_aggregation_size=2)
+        coded, _ = coded_round(vectors, refs, params, seed=round_index)
+        membership = secpc_step(coded, membership, config).membership
+    assert [m for _, m in membership.clusters] == [tuple(range(n))]

@@ -1,0 +1,177 @@
+"""The participant engine against the real coordinator app (in-process HTTP)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from coordinator.app import create_app
+from coordinator.settings import Settings
+from crypto.rng import DeterministicRandom
+from participant.client import CoordinatorClient
+from participant.engine import Engine, TrainOutput
+from participant.enrollment import enroll
+from participant.state import StateDir, StateError
+
+ADMIN = {"Authorization": "Bearer admin-token"}
+N = 8
+N_CTX, DIM, R = 4, 8, 16
+
+
+class GroupTrainer:
+    """A stand-in for prompt learning: two groups of participants, fixed updates."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.group = 0 if index < N // 2 else 1
+        self.calls = 0
+        self.local = np.zeros(3)
+        self.adopted: list[np.ndarray | None] = []
+
+    def train(self, round_number: int, global_prompt: np.ndarray | None) -> TrainOutput:
+        self.calls += 1
+        noise = DeterministicRandom(f"{self.index}|{round_number}").standard_normal(R) * 0.05
+        reduced = (0.5 if self.group == 0 else -0.5) + noise
+        update = np.full(N_CTX * DIM, 0.01 if self.group == 0 else -0.01)
+        self.local = self.local + 1
+        return TrainOutput(reduced, update, {"local": self.local}, {"loss": 1.0})
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        self.local = state["local"]
+
+    def evaluate(self, global_prompt: np.ndarray | None) -> dict[str, float]:
+        self.adopted.append(global_prompt)
+        return {"accuracy": 0.5 + 0.1 * len(self.adopted)}
+
+
+@pytest.fixture
+def http(sqlite_template: Path, tmp_path: Path) -> Iterator[TestClient]:
+    db = tmp_path / "coordinator.db"
+    shutil.copy(sqlite_template, db)
+    settings = Settings(database_url=f"sqlite:///{db}", admin_token="admin-token")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def federation(http: TestClient) -> tuple[str, list[str]]:
+    body: dict[str, Any] = {
+        "name": "engine-test",
+        "strategy": "secfpp",
+        "n_participants": N,
+        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
+        "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
+        "rounds": {"warmup_rounds": 0, "lr_global": 1.0},
+    }
+    r = http.post("/v1/federations", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    fid = r.json()["id"]
+    r = http.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN)
+    return fid, r.json()["tokens"]
+
+
+def make_engines(http: TestClient, tmp_path: Path) -> tuple[str, list[Engine]]:
+    fid, tokens = federation(http)
+    engines = []
+    for n, token in enumerate(tokens):
+        state = StateDir(tmp_path / f"p{n}")
+        client = CoordinatorClient(http)
+        ident = enroll(
+            client,
+            state,
+            coordinator_url="http://testserver",
+            enrollment_token=token,
+            display_name=f"org-{n}",
+            ca_bundle=None,
+            rng=DeterministicRandom(n),
+        )
+        engines.append(
+            Engine(
+                client,
+                state,
+                GroupTrainer(ident["index"]),
+                rng=DeterministicRandom(f"e{n}"),
+                sleep=lambda s: None,
+            )
+        )
+    return fid, engines
+
+
+def drive(http: TestClient, fid: str, engines: list[Engine], skip: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+    r = http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN)
+    assert r.status_code == 201, r.text
+    number = int(r.json()["number"])
+    for _ in range(12):
+        for engine in engines:
+            if engine.index not in skip:
+                engine.step()
+        if all(e.progress(number).get("outcome_done") for e in engines if e.index not in skip):
+            break
+    return number
+
+
+def test_engines_complete_rounds_and_find_the_groups(http: TestClient, tmp_path: Path) -> None:
+    fid, engines = make_engines(http, tmp_path)
+    for _ in range(3):
+        number = drive(http, fid, engines)
+        status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
+        assert status["stage"] == "published", status["failure_reason"]
+    clusters = sorted(sorted(c["members"]) for c in status["next_clusters"])
+    assert clusters == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    for engine in engines:
+        trainer = engine.trainer
+        assert isinstance(trainer, GroupTrainer)
+        assert trainer.calls == 3
+        assert len(trainer.adopted) == 3
+        assert (engine.state.root / "rounds/3/metrics.json").exists()
+
+
+def test_restarted_engine_resends_identical_bytes_and_does_not_retrain(
+    http: TestClient, tmp_path: Path
+) -> None:
+    fid, engines = make_engines(http, tmp_path)
+    r = http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN)
+    number = int(r.json()["number"])
+    first = engines[0]
+    first.step()  # trains, seals and uploads its shares
+    body = (first.state.root / f"rounds/{number}/shares.json").read_bytes()
+    # "Crash": a new engine and trainer on the same state directory.
+    trainer = GroupTrainer(first.index)
+    again = Engine(CoordinatorClient(http), first.state, trainer, sleep=lambda s: None)
+    assert trainer.local.tolist() == [1.0, 1.0, 1.0]  # restored from the committed round
+    again._share(again.client.task(), number)  # replays the upload: accepted as identical
+    assert trainer.calls == 0
+    assert (first.state.root / f"rounds/{number}/shares.json").read_bytes() == body
+    engines[0] = again
+    for _ in range(12):
+        for engine in engines:
+            engine.step()
+    status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
+    assert status["stage"] == "published"
+
+
+def test_enroll_refuses_to_overwrite(http: TestClient, tmp_path: Path) -> None:
+    _, tokens = federation(http)
+    state = StateDir(tmp_path / "p")
+    enroll(
+        CoordinatorClient(http),
+        state,
+        coordinator_url="x",
+        enrollment_token=tokens[0],
+        display_name="a",
+        ca_bundle=None,
+    )
+    with pytest.raises(StateError, match="already holds an enrollment"):
+        enroll(
+            CoordinatorClient(http),
+            state,
+            coordinator_url="x",
+            enrollment_token=tokens[1],
+            display_name="b",
+            ca_bundle=None,
+        )
