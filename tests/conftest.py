@@ -12,9 +12,16 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 PG_HOST = os.environ.get("SECFPP_TEST_PG_HOST", "127.0.0.1")
@@ -154,3 +161,82 @@ def pg_db_url(postgres: PostgresDatabases) -> Iterator[str]:
 
 
 MakeUrl = Callable[[], str]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """``python -m coordinator.cli serve`` in a subprocess, killable with SIGKILL."""
+
+    def __init__(
+        self,
+        db_url: str,
+        log: Path,
+        env: dict[str, str] | None = None,
+        *,
+        scheme: str = "http",
+        verify: Any = True,
+    ) -> None:
+        self.port = free_port()
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.verify = verify
+        self.log = log
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("SECFPP_")},
+            "SECFPP_DATABASE_URL": db_url,
+            "SECFPP_ADMIN_TOKEN": "admin-secret-token",
+            "SECFPP_HOST": "127.0.0.1",
+            "SECFPP_TICK_INTERVAL_S": "0.5",
+            **(env or {}),
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self, *args: str) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "coordinator.cli", "serve", "--port", str(self.port), *args],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.starts += 1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log.read_text()[-3000:]}")
+            try:
+                if (
+                    httpx.get(f"{self.url}/readyz", timeout=1, verify=self.verify).status_code
+                    == 200
+                ):
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server did not become ready: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        assert self.process.returncode == -signal.SIGKILL
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def server_process() -> type[ServerProcess]:
+    """The class that runs a real coordinator process (see :class:`ServerProcess`)."""
+    return ServerProcess

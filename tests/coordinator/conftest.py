@@ -403,3 +403,17 @@ def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str
 @pytest.fixture
 def problem() -> Callable[..., dict[str, Any]]:
     return assert_problem
+
+
+@pytest.fixture
+def second_client(db_url: str, clock: FakeClock) -> Iterator[TestClient]:
+    """A second, independent coordinator instance (own engine) on the same database."""
+    app = create_app(make_settings(db_url), clock=clock)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def make_harness() -> Callable[..., FederationHarness]:
+    """Build a :class:`FederationHarness` on any client (e.g. a real server's)."""
+    return FederationHarness

@@ -1,0 +1,92 @@
+"""The coordinator's database never holds a share in clear: only sealed envelopes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+
+from coordinator.db.engine import make_engine
+from coordinator.db.models import Base
+from crypto.wire import element_width, pack_field_vector, unpack_field_vector
+
+
+def _stored_blobs(db_url: str) -> list[bytes]:
+    """Every stored value as bytes (binary as is, text and JSON as UTF-8)."""
+    blobs: list[bytes] = []
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            for table in Base.metadata.tables.values():
+                for row in conn.execute(select(table)):
+                    for value in row:
+                        if isinstance(value, bytes | bytearray | memoryview):
+                            blobs.append(bytes(value))
+                        elif isinstance(value, dict | list):
+                            blobs.append(json.dumps(value).encode())
+                        elif value is not None:
+                            blobs.append(str(value).encode())
+    finally:
+        engine.dispose()
+    return blobs
+
+
+def _contains_share(blob: bytes, share: np.ndarray, prime: int) -> bool:
+    """Does ``blob`` hold ``share`` packed, as raw elements, or as a JSON number list?"""
+    width = element_width(prime)
+    raw = share.astype(f"<u{width}").tobytes()
+    if pack_field_vector(share, prime=prime) in blob or raw in blob:
+        return True
+    text = ",".join(str(int(v)) for v in share)
+    if text.encode() in blob.replace(b" ", b""):
+        return True
+    start = blob.find(b"SFV")
+    while start >= 0:  # anything that decodes as a packed vector at any offset
+        try:
+            decoded = unpack_field_vector(
+                blob[start : start + 24 + share.size * width],
+                prime=prime,
+                expected_length=share.size,
+            )
+        except ValueError:
+            pass
+        else:
+            if np.array_equal(decoded, share):
+                return True
+        start = blob.find(b"SFV", start + 1)
+    return False
+
+
+def test_detector_finds_a_planted_share() -> None:
+    share = np.arange(5, dtype=np.int64) * 1000 + 17
+    prime = 2**31 - 1
+    for planted in (
+        b"xx" + pack_field_vector(share, prime=prime) + b"yy",
+        b"zz" + share.astype("<u4").tobytes(),
+        json.dumps({"s": share.tolist()}).encode(),
+    ):
+        assert _contains_share(planted, share, prime)
+    assert not _contains_share(b"nothing here", share, prime)
+
+
+def test_no_share_is_stored_in_clear(harness: Any, db_url: str) -> None:
+    number = harness.run_round()
+    assert harness.stage(number) == "published"
+    blobs = _stored_blobs(db_url)
+    config = harness.sims[0].config
+    primes = {
+        "prompt": config.crypto.clustering_field.prime,
+        "update": config.crypto.aggregation_field.prime,
+    }
+    checked = 0
+    for sim in harness.sims:
+        for (round_number, kind), shares in sim.shares.items():
+            assert round_number == number
+            for share in shares:
+                assert not any(_contains_share(b, share, primes[kind]) for b in blobs), (
+                    f"a {kind} share of participant {sim.index} is stored in clear"
+                )
+                checked += 1
+    assert checked == 8 * 8 * 2
