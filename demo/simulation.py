@@ -1,0 +1,300 @@
+"""Simulation mode: a whole federation in one process, on the production code paths.
+
+The coordinator is the real FastAPI app (same routes, stage machine, decoding and
+clustering, on an SQLite file), reached through an in-memory ASGI transport
+(``fastapi.testclient.TestClient``, an ``httpx.Client``); every participant is the real
+:class:`participant.engine.Engine` with a real :class:`participant.trainer.PromptTrainer`
+(shares, sealing, coded distances, refusals and sums exactly as the daemon computes
+them). Only the network and the processes are replaced, so experiments with many
+participants and rounds measure what a deployment would do.
+
+The ``local`` strategy has no federation: each participant trains alone for the same
+number of rounds and epochs.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from coordinator.app import create_app
+from coordinator.db.engine import make_engine
+from coordinator.db.migrate import upgrade
+from coordinator.settings import Settings
+from crypto.rng import DeterministicRandom, RandomSource, SystemRandom
+from participant.client import CoordinatorClient
+from participant.engine import Engine
+from participant.enrollment import enroll
+from participant.learning import Backbone, FeatureSet, get_strategy
+from participant.state import StateDir
+from participant.trainer import PromptTrainer
+
+__all__ = ["ParticipantData", "RoundRecord", "SimulationConfig", "SimulationResult", "simulate"]
+
+log = logging.getLogger(__name__)
+ADMIN_TOKEN = "simulation-admin"  # noqa: S105 - in-process only, never served
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@dataclass(frozen=True)
+class ParticipantData:
+    """One participant's cached features and its true group (for reporting only)."""
+
+    name: str
+    train: FeatureSet
+    test: FeatureSet
+    classnames: Sequence[str]
+    group: str = ""
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """A federation's settings for one simulated run.
+
+    ``strategy_settings`` go to the participants' strategy (e.g. DP-FPL's ``rank``,
+    ``clip_norm``, ``noise_multiplier``); ``dp`` is the federation's DP section (GDP at
+    the coordinator).
+    """
+
+    strategy: str = "secfpp"
+    rounds: int = 5
+    epochs: int = 2
+    n_ctx: int = 4
+    lr: float = 0.002
+    batch_size: int = 32
+    warmup_rounds: int = 1
+    reduced_dim: int = 128
+    dropout_fraction: float = 0.25
+    collusion_fraction: float = 0.25
+    min_aggregation_size: int = 2
+    max_clusters: int = 4
+    lr_global: float = 1.0
+    init_seed: int = 0
+    strategy_settings: dict[str, Any] = field(default_factory=dict)
+    dp: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RoundRecord:
+    """What one round did: per-participant held-out accuracy and the clusters."""
+
+    number: int
+    stage: str
+    accuracy: dict[str, float]
+    clusters: list[list[str]]
+    failure_reason: str | None = None
+
+
+@dataclass
+class SimulationResult:
+    """Per-round records and the accuracy before training."""
+
+    strategy: str
+    initial_accuracy: dict[str, float]
+    rounds: list[RoundRecord]
+
+    def final_accuracy(self) -> dict[str, float]:
+        return self.rounds[-1].accuracy if self.rounds else self.initial_accuracy
+
+
+def _trainer(
+    data: ParticipantData,
+    backbone: Backbone,
+    config: SimulationConfig,
+    rng: RandomSource,
+    seed: int,
+) -> PromptTrainer:
+    from participant.learning import get_reduction
+
+    strategy = get_strategy(
+        config.strategy,
+        backbone=backbone,
+        classnames=list(data.classnames),
+        rng=rng,
+        n_ctx=config.n_ctx,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        seed=seed,
+        **config.strategy_settings,
+    )
+    reduction = None
+    if strategy.clustered:
+        reduction = get_reduction(
+            "jl",
+            n_ctx=config.n_ctx,
+            ctx_dim=backbone.text.width,
+            seed=config.init_seed,
+            r=config.reduced_dim,
+        )
+    return PromptTrainer(
+        strategy,
+        data.train,
+        data.test,
+        epochs=config.epochs,
+        reduction=reduction,
+        on_progress=lambda text: log.debug("%s", text),
+    )
+
+
+def _federation_body(config: SimulationConfig, n: int, dim: int) -> dict[str, Any]:
+    return {
+        "name": f"simulation-{config.strategy}",
+        "strategy": config.strategy,
+        "n_participants": n,
+        "prompt": {
+            "n_ctx": config.n_ctx,
+            "dim": dim,
+            "init_std": 0.02,
+            "init_seed": config.init_seed,
+        },
+        "reduction": {"method": "jl", "seed": config.init_seed},
+        "tolerance": {
+            "reduced_dim": config.reduced_dim,
+            "dropout_fraction": config.dropout_fraction,
+            "collusion_fraction": config.collusion_fraction,
+            "min_aggregation_size": config.min_aggregation_size,
+            "max_clusters": config.max_clusters,
+        },
+        "rounds": {
+            "total": config.rounds,
+            "warmup_rounds": config.warmup_rounds,
+            "lr_global": config.lr_global,
+        },
+        "dp": config.dp or {"mechanism": "none"},
+        "operators_see_distances": False,
+    }
+
+
+def simulate(
+    participants: Sequence[ParticipantData],
+    backbone: Backbone,
+    config: SimulationConfig,
+    *,
+    workdir: Path | None = None,
+    seed: int = 0,
+    deterministic: bool = False,
+    on_round: Callable[[RoundRecord], None] | None = None,
+) -> SimulationResult:
+    """Run ``config.rounds`` rounds of a federation of ``participants``.
+
+    ``deterministic`` draws every share, key and noise sample from seeded
+    :class:`DeterministicRandom` streams (reproducible experiments); otherwise the OS
+    CSPRNG is used, as in production.
+    """
+
+    def rng_for(label: str) -> RandomSource:
+        return DeterministicRandom(f"{seed}|{label}") if deterministic else SystemRandom()
+
+    trainers = [
+        _trainer(p, backbone, config, rng_for(f"dp{i}"), seed * 1000 + i)
+        for i, p in enumerate(participants)
+    ]
+    names = [p.name for p in participants]
+    initial = {
+        p.name: t.evaluate(None)["accuracy"] for p, t in zip(participants, trainers, strict=True)
+    }
+    if config.strategy == "local":
+        return _local(participants, trainers, config, initial, on_round)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        root = Path(tmp)
+        db_url = f"sqlite:///{root / 'coordinator.db'}"
+        engine = make_engine(db_url)
+        upgrade(engine)
+        engine.dispose()
+        settings = Settings(
+            database_url=db_url,
+            admin_token=SecretStr(ADMIN_TOKEN),
+            max_body_bytes=64 * 1024 * 1024,
+        )
+        with TestClient(create_app(settings)) as http:
+            r = http.post(
+                "/v1/federations",
+                json=_federation_body(config, len(participants), backbone.text.width),
+                headers=ADMIN,
+            )
+            if r.status_code != 201:
+                raise RuntimeError(f"federation refused: {r.text}")
+            fid = r.json()["id"]
+            tokens = http.post(
+                f"/v1/federations/{fid}/enrollment-tokens",
+                json={"count": len(participants)},
+                headers=ADMIN,
+            ).json()["tokens"]
+            engines: list[Engine] = []
+            by_index: dict[int, str] = {}
+            for i, (name, token, trainer) in enumerate(zip(names, tokens, trainers, strict=True)):
+                client = CoordinatorClient(cast(httpx.Client, http))
+                state = StateDir(root / f"participant-{i}")
+                ident = enroll(
+                    client,
+                    state,
+                    coordinator_url="in-process",
+                    enrollment_token=token,
+                    display_name=name,
+                    ca_bundle=None,
+                    rng=rng_for(f"key{i}"),
+                )
+                by_index[int(ident["index"])] = name
+                engines.append(
+                    Engine(client, state, trainer, rng=rng_for(f"share{i}"), sleep=lambda s: None)
+                )
+            records = []
+            for _ in range(config.rounds):
+                record = _one_round(http, fid, engines, by_index)
+                records.append(record)
+                if on_round is not None:
+                    on_round(record)
+    return SimulationResult(config.strategy, initial, records)
+
+
+def _one_round(
+    http: TestClient, fid: str, engines: list[Engine], by_index: dict[int, str]
+) -> RoundRecord:
+    r = http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN)
+    if r.status_code != 201:
+        raise RuntimeError(f"round refused: {r.text}")
+    number = int(r.json()["number"])
+    for _ in range(20):
+        for engine in engines:
+            engine.step()
+        if all(e.progress(number).get("outcome_done") for e in engines):
+            break
+    status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
+    accuracy = {}
+    for engine in engines:
+        metrics = engine.state.read_json(f"rounds/{number}/metrics.json", {})
+        if "accuracy" in metrics:
+            accuracy[by_index[engine.index]] = float(metrics["accuracy"])
+    clusters = [
+        [by_index[m] for m in c["members"]]
+        for c in (status.get("next_clusters") or status.get("clusters") or [])
+    ]
+    return RoundRecord(number, status["stage"], accuracy, clusters, status.get("failure_reason"))
+
+
+def _local(
+    participants: Sequence[ParticipantData],
+    trainers: Sequence[PromptTrainer],
+    config: SimulationConfig,
+    initial: dict[str, float],
+    on_round: Callable[[RoundRecord], None] | None,
+) -> SimulationResult:
+    records = []
+    for number in range(1, config.rounds + 1):
+        accuracy = {}
+        for p, trainer in zip(participants, trainers, strict=True):
+            trainer.train(number, None)
+            accuracy[p.name] = trainer.evaluate(None)["accuracy"]
+        record = RoundRecord(number, "published", accuracy, [[p.name] for p in participants])
+        records.append(record)
+        if on_round is not None:
+            on_round(record)
+    return SimulationResult("local", initial, records)
