@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, help="stop after this many rounds (default: all)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between task polls")
     p.add_argument("--no-progress-bar", action="store_true")
+    p.add_argument(
+        "--zero-shot-template",
+        default="a photo of a {}.",
+        help="hand-written prompt of the zero-shot baseline ({} = class name)",
+    )
 
     p = sub.add_parser("status", help="show enrollment, round progress and last metrics")
     p.add_argument("--state", required=True, type=Path)
@@ -141,9 +146,20 @@ def _run(args: argparse.Namespace) -> int:
         on_progress=say,
         progress_bar=not args.no_progress_bar and sys.stderr.isatty(),
     )
-    zero_shot = trainer.zero_shot()
-    state.write_json("zero_shot.json", {"accuracy": zero_shot})
-    say(f"held-out accuracy before training: {zero_shot:.3f}")
+    template = trainer.template_accuracy(args.zero_shot_template)
+    initial = trainer.zero_shot()
+    state.write_json(
+        "zero_shot.json",
+        {
+            "template": args.zero_shot_template,
+            "accuracy": template,
+            "initial_prompt_accuracy": initial,
+        },
+    )
+    say(
+        f"held-out accuracy before training: zero-shot '{args.zero_shot_template}' "
+        f"{template:.3f}, initial learned prompt {initial:.3f}"
+    )
     client = _client(identity)
     try:
         engine = Engine(client, state, trainer, poll_s=args.poll, on_progress=say)

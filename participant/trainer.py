@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -85,6 +85,23 @@ class PromptTrainer:
     def zero_shot(self) -> float:
         """Held-out accuracy before any training (the initial prompt)."""
         return self.strategy.evaluate(self.test_set.features, self.test_set.labels)
+
+    @torch.no_grad()
+    def template_accuracy(self, template: str) -> float:
+        """Held-out accuracy of CLIP's hand-written zero-shot prompt, e.g. ``"a photo of a {}."``.
+
+        The baseline prompt learning is measured against: no context is learned.
+        """
+        if "{}" not in template:
+            raise LearningConfigError("template", f"must contain '{{}}', not {template!r}")
+        backbone = self.strategy.learner.backbone
+        prompts = [template.format(name) for name in self.strategy.learner.classnames]
+        tokens = backbone.tokenizer(prompts).to(backbone.device)
+        with backbone.autocast():
+            text = cast(Any, backbone.model).encode_text(tokens, normalize=True).float()
+        images = self.test_set.features.to(backbone.device).float()
+        predicted = (images @ text.T).argmax(dim=1).cpu()
+        return float((predicted == self.test_set.labels.cpu()).float().mean())
 
     def train(self, round_number: int, global_prompt: NDArray[np.float64] | None) -> TrainOutput:
         """One round of local training, one strategy call per epoch (for the progress bar).
