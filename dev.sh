@@ -32,7 +32,7 @@ case "$job" in
         "$VENV/bin/python" -m pytest "$@"
         ;;
     demo)
-        "$VENV/bin/python" -m bench.crypto_round "$@"
+        "$VENV/bin/python" -m demo "$@"
         ;;
     bench)
         "$VENV/bin/python" -m bench.crypto_round "$@"
