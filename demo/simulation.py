@@ -77,6 +77,7 @@ class SimulationConfig:
     min_aggregation_size: int = 2
     max_clusters: int = 4
     lr_global: float = 1.0
+    l2_clip: float = 10.0
     init_seed: int = 0
     strategy_settings: dict[str, Any] = field(default_factory=dict)
     dp: dict[str, Any] = field(default_factory=dict)
@@ -162,6 +163,7 @@ def _federation_body(config: SimulationConfig, n: int, dim: int) -> dict[str, An
             "collusion_fraction": config.collusion_fraction,
             "min_aggregation_size": config.min_aggregation_size,
             "max_clusters": config.max_clusters,
+            "l2_clip": config.l2_clip,
         },
         "rounds": {
             "total": config.rounds,
