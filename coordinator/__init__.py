@@ -15,14 +15,16 @@ API (``/v1``; problem documents ``application/problem+json`` with a stable ``cod
 * admin (admin bearer token): ``POST/GET /v1/federations``, ``GET /v1/federations/{id}``,
   ``POST /v1/federations/{id}/enrollment-tokens``, ``POST /v1/federations/{id}/rounds``
   (start next), ``GET /v1/federations/{id}/rounds/{n}`` (status),
-  ``POST /v1/federations/{id}/rounds/{n}/abort``;
+  ``POST /v1/federations/{id}/rounds/{n}/abort``, ``GET /v1/federations/{id}/metrics``
+  (what participants reported, per round);
 * participant: ``POST /v1/enroll`` (enrollment token), then with its API token
   ``GET /v1/participants/me``, ``GET /v1/participants/me/task``,
   ``POST /v1/participants/me/rounds/{n}/shares``,
   ``GET /v1/participants/{me|id}/rounds/{n}/inbox``,
   ``POST /v1/participants/me/rounds/{n}/results/{distances|aggregation}`` (JSON base64 or
   ``application/octet-stream``), ``POST /v1/participants/me/rounds/{n}/refusals``,
-  ``GET /v1/participants/me/rounds/{n}/outcome``;
+  ``GET /v1/participants/me/rounds/{n}/outcome``,
+  ``POST /v1/participants/me/rounds/{n}/metrics`` (name -> number, e.g. accuracy);
 * ops: ``/healthz``, ``/readyz``, ``/metrics``.
 
 Choices where DESIGN.md leaves room:

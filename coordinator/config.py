@@ -153,8 +153,28 @@ class DeadlineConfig(_Frozen):
     aggregation_s: float = Field(default=600.0, gt=0)
 
 
+LDP_DEFAULT_RANK = 8
+LDP_DEFAULT_CLIP_NORM = 1.0
+LDP_DEFAULT_NOISE_MULTIPLIER = 0.0
+
+
 class DifferentialPrivacyConfig(_Frozen):
-    """Gaussian noise on decoded cluster means (GDP, DESIGN.md section 8) and the budget."""
+    """Gaussian noise on decoded cluster means (GDP, DESIGN.md section 8), the budget, and
+    DP-FPL's local DP (LDP) every participant trains under.
+
+    LDP (strategy ``dpfpl`` only): each local step factorizes the local prompt
+    ``L = u v + r`` at rank ``k = ldp_rank``, clips ``grad_G``, ``grad_u``, ``grad_v`` each
+    to L2 norm ``C = ldp_clip_norm`` and adds ``N(0, (z_L C)^2)``, ``z_L =
+    ldp_noise_multiplier``, to ``grad_u`` and ``grad_v`` (two releases of sensitivity ``C``
+    per step). The settings live here so that every participant trains under the same
+    LDP; participants read them from the config document. Left null at creation they
+    resolve to rank ``min(8, n_ctx, dim)``, clip 1.0 and multiplier 0 (no LDP noise); for
+    the other strategies they must stay null.
+
+    The coordinator writes no LDP records to the privacy ledger: the number of local
+    steps per round (hence of releases) is known only to each participant, which
+    accounts its LDP locally. The ledger holds the coordinator's own GDP releases.
+    """
 
     mechanism: Literal["none", "gaussian"] = "none"
     noise_multiplier: float | None = Field(
@@ -165,11 +185,48 @@ class DifferentialPrivacyConfig(_Frozen):
         default=None, gt=0, description="Rounds that would spend more are refused at start."
     )
 
+    ldp_rank: int | None = Field(
+        default=None,
+        ge=1,
+        description="dpfpl: rank k of the local prompt's factorization L = u v + r, at most "
+        "min(n_ctx, dim); null at creation: min(8, n_ctx, dim).",
+    )
+    ldp_clip_norm: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="dpfpl: per-step L2 clip C of grad_G, grad_u, grad_v; null at creation: 1.0.",
+    )
+    ldp_noise_multiplier: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="dpfpl: z_L, per-step noise N(0, (z_L C)^2) on grad_u and grad_v; 0 means "
+        "no LDP noise; null at creation: 0.",
+    )
+
     @model_validator(mode="after")
     def _needs_multiplier(self) -> DifferentialPrivacyConfig:
         if self.mechanism == "gaussian" and self.noise_multiplier is None:
             raise ValueError("mechanism 'gaussian' needs noise_multiplier")
         return self
+
+    @property
+    def ldp_given(self) -> list[str]:
+        """Names of the LDP settings that are set (not null)."""
+        names = ("ldp_rank", "ldp_clip_norm", "ldp_noise_multiplier")
+        return [name for name in names if getattr(self, name) is not None]
+
+    def with_ldp_defaults(self, *, max_rank: int) -> DifferentialPrivacyConfig:
+        """The LDP settings with every null replaced by its default (rank capped)."""
+        defaults = {
+            "ldp_rank": min(LDP_DEFAULT_RANK, max_rank),
+            "ldp_clip_norm": LDP_DEFAULT_CLIP_NORM,
+            "ldp_noise_multiplier": LDP_DEFAULT_NOISE_MULTIPLIER,
+        }
+        return self.model_copy(
+            update={k: v for k, v in defaults.items() if getattr(self, k) is None}
+        )
 
 
 Strategy = Literal["secfpp", "promptfl", "dpfpl"]
@@ -191,6 +248,25 @@ class _Policy(_Frozen):
     operators_see_distances: bool = Field(
         default=False, description="Show decoded SecPC distances in the admin round status."
     )
+
+    @property
+    def max_ldp_rank(self) -> int:
+        """Largest factorization rank of an ``n_ctx x dim`` local prompt."""
+        return min(self.prompt.n_ctx, self.prompt.dim)
+
+    @model_validator(mode="after")
+    def _ldp_fits_the_strategy(self) -> _Policy:
+        given = self.dp.ldp_given
+        if given and self.strategy != "dpfpl":
+            names = ", ".join(f"dp.{name}" for name in given)
+            raise ValueError(f"{names} may be set only for strategy 'dpfpl', not {self.strategy!r}")
+        rank = self.dp.ldp_rank
+        if rank is not None and rank > self.max_ldp_rank:
+            raise ValueError(
+                f"dp.ldp_rank must be in [1, {self.max_ldp_rank}] (min of prompt n_ctx and dim), "
+                f"not {rank}"
+            )
+        return self
 
 
 class FederationCreate(_Policy):
@@ -218,8 +294,13 @@ class FederationCreate(_Policy):
                 max_clusters=min(tol.max_clusters, self.n_participants),
             )
             crypto = CryptoConfig.from_params(params)
+        dp = self.dp
+        if self.strategy == "dpfpl":
+            dp = dp.with_ldp_defaults(max_rank=self.max_ldp_rank)
         config = FederationConfig(
-            **self.model_dump(exclude={"name", "crypto", "tolerance"}), crypto=crypto
+            **self.model_dump(exclude={"name", "crypto", "tolerance", "dp"}),
+            dp=dp,
+            crypto=crypto,
         )
         config.crypto_params()  # validates bounds
         return config

@@ -15,7 +15,7 @@ __all__ = ["Metrics"]
 _HELP = {
     "secfpp_uploads_total": (
         "counter",
-        "Accepted uploads by kind (shares, distances, aggregation).",
+        "Accepted uploads by kind (shares, distances, aggregation, metrics).",
     ),
     "secfpp_upload_rejections_total": ("counter", "Rejected requests by error code."),
     "secfpp_transitions_total": ("counter", "Stage transitions made by this process, by target."),

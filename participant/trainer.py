@@ -36,7 +36,7 @@ from participant.learning import (
     split_dataset,
 )
 
-__all__ = ["PromptTrainer", "TrainerSettings", "build_trainer"]
+__all__ = ["PromptTrainer", "TrainerSettings", "build_trainer", "strategy_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,44 @@ class PromptTrainer:
         return {"accuracy": self.strategy.evaluate(self.test_set.features, self.test_set.labels)}
 
 
+FEDERATION_LDP = {
+    "rank": "ldp_rank",
+    "clip_norm": "ldp_clip_norm",
+    "noise_multiplier": "ldp_noise_multiplier",
+}
+"""dpfpl setting -> the federation config's ``dp`` field that fixes it."""
+
+
+def strategy_settings(
+    config: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The strategy's settings: the operator's ``overrides`` plus what the federation fixes.
+
+    For ``dpfpl`` the federation's ``dp.ldp_rank``, ``dp.ldp_clip_norm`` and
+    ``dp.ldp_noise_multiplier`` (every participant trains under the same LDP) replace the
+    strategy's own defaults; a local override that disagrees is refused. A null (a
+    federation created before these settings existed) leaves the local value.
+
+    >>> strategy_settings({"strategy": "dpfpl", "dp": {"ldp_rank": 4}}, {"lr": 0.1})
+    {'lr': 0.1, 'rank': 4}
+    """
+    settings = dict(overrides or {})
+    if config.get("strategy") != "dpfpl":
+        return settings
+    dp = config.get("dp") or {}
+    for name, field in FEDERATION_LDP.items():
+        fixed = dp.get(field)
+        if fixed is None:
+            continue
+        if name in settings and settings[name] != fixed:
+            raise LearningConfigError(
+                f"strategy_overrides.{name}",
+                f"is fixed by the federation (dp.{field} = {fixed}), not {settings[name]}",
+            )
+        settings[name] = fixed
+    return settings
+
+
 def build_trainer(
     settings: TrainerSettings,
     config: Mapping[str, Any],
@@ -184,7 +222,7 @@ def build_trainer(
     cache = FeatureCache(cache_dir)
     train_f, test_f = cache.get(backbone, train), cache.get(backbone, test)
     strategy_name = str(config.get("strategy", "secfpp"))
-    overrides = dict(settings.strategy_overrides or {})
+    overrides = strategy_settings(config, settings.strategy_overrides)
     strategy = get_strategy(
         strategy_name,
         backbone=backbone,

@@ -12,6 +12,7 @@ from coordinator.api.models import (
     AbortRequest,
     EnrollmentTokens,
     EnrollmentTokensRequest,
+    FederationMetrics,
     FederationOut,
     RoundStatus,
 )
@@ -26,6 +27,7 @@ from coordinator.federations import (
 )
 from coordinator.rounds import service, store, views
 from coordinator.rounds.driver import RoundDriver
+from coordinator.rounds.participant_metrics import federation_metrics
 
 __all__ = ["router"]
 
@@ -145,6 +147,14 @@ def round_status(
     driver.drive(rnd.id)
     session.refresh(rnd)
     return views.round_status(session, rnd, federation_config(federation))
+
+
+@router.get("/{federation_id}/metrics")
+def reported_metrics(session: SessionDep, federation_id: str) -> FederationMetrics:
+    """Every round (oldest first) with the metrics its participants reported:
+    participant index -> name -> value, e.g. accuracy per round per participant."""
+    get_federation(session, federation_id)
+    return federation_metrics(session, federation_id)
 
 
 @router.post(

@@ -13,7 +13,15 @@ import binascii
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    RootModel,
+    StringConstraints,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
 
 from coordinator.config import FederationConfig
@@ -31,14 +39,18 @@ __all__ = [
     "EnvelopeIn",
     "EnvelopeSpec",
     "EventOut",
+    "FederationMetrics",
     "FederationOut",
     "Inbox",
     "InboxEnvelope",
+    "MetricsReceipt",
+    "MetricsUpload",
     "ParticipantOut",
     "Peer",
     "PromptOut",
     "RefusalIn",
     "ResultUpload",
+    "RoundMetrics",
     "RoundOutcome",
     "RoundStatus",
     "ShareUpload",
@@ -134,7 +146,25 @@ class RoundStatus(_Model):
     distances: dict[str, Any] | None = Field(
         description="Decoded D and E (squared distances); only if operators_see_distances."
     )
+    metrics: dict[str, dict[str, float]] = Field(
+        description="Participant index -> metric name -> value, as the participants reported."
+    )
     events: list[EventOut]
+
+
+class RoundMetrics(_Model):
+    number: int
+    stage: str
+    metrics: dict[str, dict[str, float]] = Field(
+        description="Participant index -> metric name -> value (empty if none reported)."
+    )
+
+
+class FederationMetrics(_Model):
+    """Every round's reported metrics, oldest round first (one call for a dashboard)."""
+
+    federation_id: str
+    rounds: list[RoundMetrics]
 
 
 # -- participants -------------------------------------------------------------------------
@@ -276,6 +306,36 @@ class UploadReceipt(_Model):
     participant_index: int
     accepted: int = Field(description="Items stored by this request (0 when replayed).")
     replayed: bool = Field(description="Identical to an upload already accepted.")
+
+
+METRIC_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
+MAX_METRICS = 16
+
+MetricName = Annotated[str, StringConstraints(pattern=METRIC_NAME_PATTERN)]
+MetricValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+class MetricsUpload(RootModel[dict[MetricName, MetricValue]]):
+    """Metric name -> finite number, 1 to 16 entries (numbers about a round, never data).
+
+    Names match ``^[a-z][a-z0-9_]{0,39}$``; values are JSON numbers (not strings or
+    booleans), finite. Anything else is ``invalid_request`` with the failing entries in
+    ``errors``.
+    """
+
+    root: dict[MetricName, MetricValue] = Field(min_length=1, max_length=MAX_METRICS)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"accuracy": 0.81, "loss": 0.62}]})
+
+
+class MetricsReceipt(_Model):
+    round: int
+    participant_index: int
+    accepted: int = Field(description="Metrics stored by this request (0 when replayed).")
+    replayed: bool = Field(description="Every metric sent was already stored, same value.")
+    metrics: dict[str, float] = Field(
+        description="Everything this participant has reported for the round."
+    )
 
 
 class InboxEnvelope(_Model):

@@ -1,4 +1,5 @@
-"""Participant routes: enroll, task, shares, inbox, coded results, refusals, outcome.
+"""Participant routes: enroll, task, shares, inbox, coded results, refusals, outcome,
+metrics.
 
 Every route but ``/v1/enroll`` needs the participant's bearer token. Each first lets
 the driver make any transition that is due (so deadlines are enforced even when the
@@ -19,6 +20,8 @@ from coordinator.api.models import (
     EnrollRequest,
     EnrollResponse,
     Inbox,
+    MetricsReceipt,
+    MetricsUpload,
     ParticipantOut,
     RefusalIn,
     ResultUpload,
@@ -34,6 +37,7 @@ from coordinator.federations import enroll as enroll_participant
 from coordinator.federations import federation_config, get_federation
 from coordinator.rounds import store, uploads, views
 from coordinator.rounds.machine import Stage
+from coordinator.rounds.participant_metrics import record_metrics
 
 __all__ = ["enroll_router", "router"]
 
@@ -234,3 +238,33 @@ def outcome(session: SessionDep, participant: Synced, number: int) -> RoundOutco
 
     rnd = get_round(session, participant.federation_id, number)
     return views.outcome(session, rnd, participant, _config(session, participant))
+
+
+@router.post(
+    "/me/rounds/{number}/metrics",
+    responses={
+        404: {"description": "`round_not_found`", **PROBLEM},
+        409: {"description": "`conflicting_upload` (with `names`)", **PROBLEM},
+        422: {
+            "description": "`invalid_request`: not an object of 1 to 16 entries, a name not "
+            "matching `^[a-z][a-z0-9_]{0,39}$`, a value not a finite number",
+            **PROBLEM,
+        },
+    },
+)
+def report_metrics(
+    session: SessionDep,
+    metrics: MetricsDep,
+    now: Now,
+    participant: CurrentParticipant,
+    number: int,
+    upload: MetricsUpload,
+) -> MetricsReceipt:
+    """Numbers this participant measured about round ``number`` of its federation (e.g.
+    ``{"accuracy": 0.81}`` of the published prompt on its held-out data), in any stage.
+    Idempotent per name: the same value again is ``replayed``; another value for a
+    stored name is ``conflicting_upload`` and nothing is stored."""
+    receipt = record_metrics(session, participant, number, upload.root, now)
+    if not receipt.replayed:
+        metrics.inc("secfpp_uploads_total", kind="metrics")
+    return receipt

@@ -14,7 +14,10 @@ Ownership of the data:
   result vectors participants computed on shares;
 * ``cluster_prompts`` the global prompt of every cluster per generation (generation ``g``
   is what round ``g + 1`` trains from; generation 0 is drawn from the public seed);
-* ``privacy_ledger`` one row per noised release.
+* ``privacy_ledger`` one row per noised release;
+* ``participant_metrics`` numbers a participant reported about a round (e.g. held-out
+  accuracy of the published prompt), one row per ``(round_id, participant, name)``;
+  never data, never a prompt.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "EnrollmentToken",
     "Federation",
     "Participant",
+    "ParticipantMetric",
     "PrivacyLedgerEntry",
     "Round",
     "RoundEvent",
@@ -209,4 +213,16 @@ class PrivacyLedgerEntry(Base):
     mechanism: Mapped[str] = mapped_column(String(32))
     sigma: Mapped[float] = mapped_column(Float)
     record: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+
+
+class ParticipantMetric(Base):
+    __tablename__ = "participant_metrics"
+    __table_args__ = (UniqueConstraint("round_id", "participant", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[str] = mapped_column(ForeignKey("rounds.id"))
+    participant: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(40))
+    value: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime]

@@ -33,6 +33,7 @@ from coordinator.db.models import (
 from coordinator.errors import ProblemError
 from coordinator.rounds import store
 from coordinator.rounds.machine import Stage
+from coordinator.rounds.participant_metrics import round_metrics
 from coordinator.rounds.state import RoundState
 from crypto.clustering import Membership
 from crypto.transport import ENVELOPE_OVERHEAD
@@ -281,6 +282,7 @@ def round_status(session: Session, rnd: Round, config: FederationConfig) -> Roun
         rejected=state.rejected,
         next_clusters=None if step is None else _cluster_sets(list(step.membership.clusters)),
         distances=state.distances if config.operators_see_distances else None,
+        metrics=round_metrics(session, rnd.id),
         events=[
             EventOut(
                 version=e.version,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from coordinator.db.engine import make_engine
 from coordinator.db.migrate import current_revision, downgrade, head_revision, upgrade
@@ -20,6 +20,7 @@ TABLES = {
     "coded_results",
     "cluster_prompts",
     "privacy_ledger",
+    "participant_metrics",
 }
 
 
@@ -48,6 +49,31 @@ def test_downgrade_then_upgrade_round_trips(empty_db_url: str) -> None:
         assert not TABLES & set(inspect(engine).get_table_names())
         with engine.connect() as conn:
             assert current_revision(conn) is None
+        upgrade(engine)
+        assert _drift(engine) == []
+    finally:
+        engine.dispose()
+
+
+def test_0002_adds_participant_metrics_and_keeps_existing_rows(empty_db_url: str) -> None:
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine, "0001")
+        assert "participant_metrics" not in inspect(engine).get_table_names()
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO federations (id, name, config, created_at) "
+                    "VALUES ('f1', 'kept', '{}', CURRENT_TIMESTAMP)"
+                )
+            )
+        upgrade(engine, "0002")
+        assert "participant_metrics" in inspect(engine).get_table_names()
+        downgrade(engine, "0001")
+        assert "participant_metrics" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert current_revision(conn) == "0001"
+            assert conn.execute(text("SELECT name FROM federations")).scalars().all() == ["kept"]
         upgrade(engine)
         assert _drift(engine) == []
     finally:

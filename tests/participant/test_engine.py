@@ -129,6 +129,10 @@ def test_engines_complete_rounds_and_find_the_groups(http: TestClient, tmp_path:
         assert trainer.calls == 3
         assert len(trainer.adopted) == 3
         assert (engine.state.root / "rounds/3/metrics.json").exists()
+    reported = http.get(f"/v1/federations/{fid}/metrics", headers=ADMIN).json()["rounds"]
+    assert [r["number"] for r in reported] == [1, 2, 3]
+    for k, r in enumerate(reported, start=1):
+        assert r["metrics"] == {str(i): {"accuracy": 0.5 + 0.1 * k} for i in range(N)}
 
 
 def test_restarted_engine_resends_identical_bytes_and_does_not_retrain(
