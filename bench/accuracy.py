@@ -100,12 +100,14 @@ def _config(
     if method in ("local", "promptfl", "secfpp"):
         return replace(base, strategy=method)
     dp = {"rank": 2, "clip_norm": 1.0, "update_clip_norm": 1.0}
+    ldp = {"ldp_rank": dp["rank"], "ldp_clip_norm": dp["clip_norm"]}
     if method == "dpfpl":
         return replace(
             base,
             strategy="dpfpl",
             l2_clip=1.0,
             strategy_settings={**dp, "noise_multiplier": 0.0, "global_noise_multiplier": 0.0},
+            dp={"mechanism": "none", **ldp, "ldp_noise_multiplier": 0.0},
         )
     epsilon = float(method.split("=")[1])
     z_global = calibrate_noise_multiplier(epsilon=epsilon, delta=DELTA, rounds=base.rounds)
@@ -121,7 +123,13 @@ def _config(
         strategy="dpfpl",
         l2_clip=1.0,
         strategy_settings={**dp, "noise_multiplier": z_local, "global_noise_multiplier": z_global},
-        dp={"mechanism": "gaussian", "noise_multiplier": z_global, "delta": DELTA},
+        dp={
+            "mechanism": "gaussian",
+            "noise_multiplier": z_global,
+            "delta": DELTA,
+            **ldp,
+            "ldp_noise_multiplier": z_local,
+        },
     )
 
 
