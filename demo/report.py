@@ -100,6 +100,7 @@ def plot(record: DemoRecord, path: Path) -> Path:
             if p == min(q for q in participants if record.domains[q] == record.domains[p])
             else None,
         )
+    left.set_xticks([0, *rounds])
     left.set_xlabel("round (0 = zero-shot)")
     left.set_ylabel("held-out accuracy")
     left.set_title("Accuracy per participant")

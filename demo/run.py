@@ -213,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             f"/v1/federations/{fid}/enrollment-tokens", json={"count": args.participants}
         ).json()["tokens"]
         index_of: dict[int, int] = {}
-        for p, (folder, token) in enumerate(zip(folders, tokens, strict=True)):
-            state = work / "state" / f"participant-{p}"
-            enrolled = procs.start(
+        states = [work / "state" / f"participant-{p}" for p in range(args.participants)]
+        enrolling = [
+            procs.start(
                 f"enroll-{p}",
                 [
                     python,
@@ -231,15 +231,19 @@ def main(argv: list[str] | None = None) -> int:
                     "--ca-bundle",
                     str(certs.ca_cert),
                     "--state",
-                    str(state),
+                    str(states[p]),
                 ],
                 env=env,
             )
-            if enrolled.wait(120) != 0:
+            for p, token in enumerate(tokens)
+        ]
+        for p, child in enumerate(enrolling):
+            if child.wait(120) != 0:
                 raise RuntimeError(
                     f"participant {p} failed to enroll; see {procs.log_path(f'enroll-{p}')}"
                 )
-            index_of[json.loads((state / "identity.json").read_text())["index"]] = p
+            index_of[json.loads((states[p] / "identity.json").read_text())["index"]] = p
+        for p, folder in enumerate(folders):
             procs.start(
                 f"participant-{p}",
                 [
@@ -248,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     "participant.cli",
                     "run",
                     "--state",
-                    str(state),
+                    str(states[p]),
                     "--data",
                     str(folder),
                     "--model",

@@ -231,6 +231,25 @@ def _seeded(seed: int | None) -> Iterator[None]:
         yield
 
 
+def _register_offline(model: str, pretrained: str | None) -> str | None:
+    """Register the shipped offline configs; default ``tiny-offline`` to its shipped weights.
+
+    So ``--model tiny-offline`` works by name, as ``ViT-B-16`` would with real weights.
+    """
+    try:
+        from participant.backbones import (
+            TINY_OFFLINE,
+            register_offline_models,
+            tiny_offline_checkpoint_path,
+        )
+    except ImportError:  # pragma: no cover - the package ships with the project
+        return pretrained
+    register_offline_models()
+    if model == TINY_OFFLINE and pretrained is None:
+        return str(tiny_offline_checkpoint_path())
+    return pretrained
+
+
 def load_backbone(
     model: str,
     pretrained: str | None = None,
@@ -247,7 +266,8 @@ def load_backbone(
         pretrained: a local checkpoint file (state dict; ``.pt``, ``.pth``, ``.bin`` or
             ``.safetensors``), an open_clip model directory (``open_clip_config.json`` + weights;
             its config wins over ``model``), a download tag (only with ``allow_download``), or
-            None for random weights (tests only).
+            None for random weights (tests only; ``tiny-offline`` defaults to its shipped
+            checkpoint).
         device: ``"auto"`` (CUDA when available), ``"cuda"`` or ``"cpu"``.
         allow_download: let a pretrained *tag* download (never needed offline).
         cache_dir: open_clip's download cache, for tags.
@@ -258,6 +278,7 @@ def load_backbone(
             dict for this model, a directory lacks its config or weights, or a tag would download.
     """
     torch_device = resolve_device(device)
+    pretrained = _register_offline(model, pretrained)
     name_for_open_clip, weights = _open_clip_source(model, pretrained, allow_download)
     if name_for_open_clip == model and model not in open_clip.list_models():
         raise BackboneLoadError(
