@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.rounds, args.seeds = 2, 1
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("absl").setLevel(logging.ERROR)  # RDP order warnings are harmless
     configure_threads(1)
     from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
 
