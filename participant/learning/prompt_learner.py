@@ -45,7 +45,10 @@ class PromptLearner(nn.Module):
         classnames: class names in label order; ``_`` is read as a space.
         n_ctx: number of context tokens (16 as in CoOp).
         use_global / use_local: which of ``G`` and ``L`` exist (at least one).
-        init_std: context entries start as ``N(0, init_std^2)`` (CoOp: 0.02).
+        init_std: context entries start as ``N(0, init_std^2)`` (CoOp: 0.02). With both prompts,
+            the local one starts at zero (``P = G``): the distances SecPC computes between
+            participants' prompts then measure what they learned from their data, not how
+            their random initializations differ.
         seed: seed of the initialization (a local torch generator; global RNG untouched).
     """
 
@@ -86,12 +89,12 @@ class PromptLearner(nn.Module):
 
         generator = torch.Generator().manual_seed(seed)
 
-        def init_context() -> nn.Parameter:
+        def init_context(zero: bool = False) -> nn.Parameter:
             values = torch.randn(n_ctx, self.ctx_dim, generator=generator) * init_std
-            return nn.Parameter(values.to(device))  # (n_ctx, d)
+            return nn.Parameter((values * (not zero)).to(device))  # (n_ctx, d)
 
         self.global_ctx = init_context() if use_global else None
-        self.local_ctx = init_context() if use_local else None
+        self.local_ctx = init_context(zero=use_global) if use_local else None
 
         tokenized = self._tokenize(backbone, self.classnames, n_ctx)  # (n_cls, context_length)
         with torch.no_grad():
