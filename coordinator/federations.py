@@ -112,44 +112,47 @@ def enroll(
         raise ProblemError("token_expired", f"the enrollment token expired at {row.expires_at}")
     federation = get_federation(session, row.federation_id)
     n = federation_config(federation).n_participants
-    taken = set(
-        session.scalars(
-            select(Participant.lcc_index).where(Participant.federation_id == federation.id)
+    token_id = row.id
+    # Concurrent enrollments may pick the same free index; the unique constraint on
+    # (federation, index) lets exactly one win and the others try the next free slot.
+    for _ in range(max(16, 2 * n)):
+        taken = set(
+            session.scalars(
+                select(Participant.lcc_index).where(Participant.federation_id == federation.id)
+            )
         )
-    )
-    free = [i for i in range(n) if i not in taken]
-    if not free:
-        raise ProblemError("federation_full", f"all {n} participant slots are taken")
-    api_token = f"sfp_{secrets.token_urlsafe(32)}"
-    participant = Participant(
-        id=str(uuid.uuid4()),
-        federation_id=federation.id,
-        lcc_index=free[0],
-        display_name=display_name,
-        public_key=public_key,
-        token_hash=hash_token(api_token),
-        enrolled_at=now,
-    )
-    try:
-        session.add(participant)
-        session.flush()
-        # Compare-and-set: a token raced by two requests is redeemed once.
-        claimed = session.execute(
-            update(EnrollmentToken)
-            .where(EnrollmentToken.id == row.id, EnrollmentToken.used_at.is_(None))
-            .values(used_at=now, participant_id=participant.id)
-            .execution_options(synchronize_session=False)
+        free = [i for i in range(n) if i not in taken]
+        if not free:
+            raise ProblemError("federation_full", f"all {n} participant slots are taken")
+        api_token = f"sfp_{secrets.token_urlsafe(32)}"
+        participant = Participant(
+            id=str(uuid.uuid4()),
+            federation_id=federation.id,
+            lcc_index=free[0],
+            display_name=display_name,
+            public_key=public_key,
+            token_hash=hash_token(api_token),
+            enrolled_at=now,
         )
-        if rowcount(claimed) != 1:
+        try:
+            session.add(participant)
+            session.flush()
+            # Compare-and-set: a token raced by two requests is redeemed once.
+            claimed = session.execute(
+                update(EnrollmentToken)
+                .where(EnrollmentToken.id == token_id, EnrollmentToken.used_at.is_(None))
+                .values(used_at=now, participant_id=participant.id)
+                .execution_options(synchronize_session=False)
+            )
+            if rowcount(claimed) != 1:
+                session.rollback()
+                raise ProblemError("token_used", "this enrollment token was already redeemed")
+            session.commit()
+        except IntegrityError:  # a concurrent enrollment took the same index: next slot
             session.rollback()
-            raise ProblemError("token_used", "this enrollment token was already redeemed")
-        session.commit()
-    except IntegrityError:  # a concurrent enrollment took the same index
-        session.rollback()
-        raise ProblemError(
-            "federation_full", "participant slot taken concurrently; retry"
-        ) from None
-    return Enrollment(participant, api_token)
+            continue
+        return Enrollment(participant, api_token)
+    raise ProblemError("federation_full", "no participant slot could be claimed; retry")
 
 
 def authenticate_participant(session: Session, token: str | None) -> Participant:

@@ -79,6 +79,150 @@ def _wait_ready(client: httpx.Client, timeout_s: float, coordinator: Any) -> Non
     raise RuntimeError(f"the coordinator was not ready after {timeout_s:.0f} s")
 
 
+class Deployment:
+    """A coordinator process with TLS, its admin client, and participant processes."""
+
+    def __init__(
+        self,
+        work: Path,
+        procs: ProcessGroup,
+        url: str,
+        admin: httpx.Client,
+        certs: Any,
+        env: dict[str, str],
+    ) -> None:
+        self.work, self.procs, self.url, self.admin, self.certs, self.env = (
+            work,
+            procs,
+            url,
+            admin,
+            certs,
+            env,
+        )
+
+    @classmethod
+    def start(cls, work: Path, procs: ProcessGroup, *, tick_s: float = 0.5) -> Deployment:
+        """Generate a CA and server certificate, start the coordinator, wait until ready."""
+        from coordinator.tls import generate_certificates
+
+        certs = generate_certificates(work / "certs", ["localhost", "127.0.0.1"])
+        port = _free_port()
+        url = f"https://127.0.0.1:{port}"
+        admin_token = secrets.token_urlsafe(24)
+        env = dict(
+            os.environ,
+            OPENBLAS_NUM_THREADS="1",
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            SECFPP_DATABASE_URL=f"sqlite:///{work / 'coordinator.db'}",
+            SECFPP_ADMIN_TOKEN=admin_token,
+            SECFPP_TLS_CERTFILE=str(certs.server_cert),
+            SECFPP_TLS_KEYFILE=str(certs.server_key),
+            SECFPP_TICK_INTERVAL_S=str(tick_s),
+        )
+        coordinator = procs.start(
+            "coordinator",
+            [
+                sys.executable,
+                "-m",
+                "coordinator.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--migrate",
+            ],
+            env=env,
+        )
+        admin = httpx.Client(
+            base_url=url,
+            verify=str(certs.ca_cert),
+            timeout=30,
+            headers={"Authorization": f"Bearer {admin_token}"},
+        )
+        _wait_ready(admin, 60, coordinator)
+        return cls(work, procs, url, admin, certs, env)
+
+    def create_federation(self, body: dict[str, Any]) -> dict[str, Any]:
+        r = self.admin.post("/v1/federations", json=body)
+        r.raise_for_status()
+        federation: dict[str, Any] = r.json()
+        return federation
+
+    def enroll(self, fid: str, names: list[str]) -> list[Path]:
+        """Enroll one participant per name (in parallel processes); their state directories."""
+        tokens = self.admin.post(
+            f"/v1/federations/{fid}/enrollment-tokens", json={"count": len(names)}
+        ).json()["tokens"]
+        states = [self.work / "state" / f"participant-{p}" for p in range(len(names))]
+        children = [
+            self.procs.start(
+                f"enroll-{p}",
+                [
+                    sys.executable,
+                    "-m",
+                    "participant.cli",
+                    "enroll",
+                    "--coordinator",
+                    self.url,
+                    "--token",
+                    token,
+                    "--name",
+                    name,
+                    "--ca-bundle",
+                    str(self.certs.ca_cert),
+                    "--state",
+                    str(states[p]),
+                ],
+                env=self.env,
+            )
+            for p, (name, token) in enumerate(zip(names, tokens, strict=True))
+        ]
+        for p, child in enumerate(children):
+            if child.wait(120) != 0:
+                raise RuntimeError(
+                    f"participant {p} failed to enroll; see {self.procs.log_path(f'enroll-{p}')}"
+                )
+        return states
+
+    @staticmethod
+    def index(state: Path) -> int:
+        """The LCC index the coordinator gave the participant of ``state``."""
+        return int(json.loads((state / "identity.json").read_text())["index"])
+
+    def start_participant(
+        self, p: int, state: Path, data: Path, *, checkpoint: str, epochs: int, template: str
+    ) -> Any:
+        return self.procs.start(
+            f"participant-{p}",
+            [
+                sys.executable,
+                "-m",
+                "participant.cli",
+                "run",
+                "--state",
+                str(state),
+                "--data",
+                str(data),
+                "--model",
+                "tiny-offline",
+                "--pretrained",
+                checkpoint,
+                "--epochs",
+                str(epochs),
+                "--threads",
+                "1",
+                "--poll",
+                "0.5",
+                "--zero-shot-template",
+                template,
+                "--no-progress-bar",
+            ],
+            env=self.env,
+        )
+
+
 def _federation(args: argparse.Namespace, width: int) -> dict[str, Any]:
     return {
         "name": "secfpp-demo",
@@ -146,8 +290,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
 
-    from coordinator.tls import generate_certificates
-
     register_offline_models()
     checkpoint = tiny_offline_checkpoint_path()
     import open_clip
@@ -164,113 +306,19 @@ def main(argv: list[str] | None = None) -> int:
     folders = write_image_folders(parts, work / "data")
     domains = {p.participant: p.domain.name for p in parts}
 
-    certs = generate_certificates(work / "certs", ["localhost", "127.0.0.1"])
-    port = _free_port()
-    url = f"https://127.0.0.1:{port}"
-    admin_token = secrets.token_urlsafe(24)
-    env = dict(
-        os.environ,
-        OPENBLAS_NUM_THREADS="1",
-        OMP_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-        SECFPP_DATABASE_URL=f"sqlite:///{work / 'coordinator.db'}",
-        SECFPP_ADMIN_TOKEN=admin_token,
-        SECFPP_TLS_CERTFILE=str(certs.server_cert),
-        SECFPP_TLS_KEYFILE=str(certs.server_key),
-        SECFPP_TICK_INTERVAL_S="0.5",
-    )
-    python = sys.executable
     record = DemoRecord(domains)
     with ProcessGroup(work / "logs") as procs:
-        coordinator = procs.start(
-            "coordinator",
-            [
-                python,
-                "-m",
-                "coordinator.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--migrate",
-            ],
-            env=env,
-        )
-        admin = httpx.Client(
-            base_url=url,
-            verify=str(certs.ca_cert),
-            timeout=30,
-            headers={"Authorization": f"Bearer {admin_token}"},
-        )
-        _wait_ready(admin, 60, coordinator)
-        _say(f"coordinator up at {url} (TLS, SQLite at {work / 'coordinator.db'})")
-        r = admin.post("/v1/federations", json=_federation(args, width))
-        r.raise_for_status()
-        federation = r.json()
+        deployment = Deployment.start(work, procs)
+        _say(f"coordinator up at {deployment.url} (TLS, SQLite at {work / 'coordinator.db'})")
+        federation = deployment.create_federation(_federation(args, width))
         fid = federation["id"]
-        tokens = admin.post(
-            f"/v1/federations/{fid}/enrollment-tokens", json={"count": args.participants}
-        ).json()["tokens"]
-        index_of: dict[int, int] = {}
-        states = [work / "state" / f"participant-{p}" for p in range(args.participants)]
-        enrolling = [
-            procs.start(
-                f"enroll-{p}",
-                [
-                    python,
-                    "-m",
-                    "participant.cli",
-                    "enroll",
-                    "--coordinator",
-                    url,
-                    "--token",
-                    token,
-                    "--name",
-                    f"org-{p}-{domains[p]}",
-                    "--ca-bundle",
-                    str(certs.ca_cert),
-                    "--state",
-                    str(states[p]),
-                ],
-                env=env,
-            )
-            for p, token in enumerate(tokens)
-        ]
-        for p, child in enumerate(enrolling):
-            if child.wait(120) != 0:
-                raise RuntimeError(
-                    f"participant {p} failed to enroll; see {procs.log_path(f'enroll-{p}')}"
-                )
-            index_of[json.loads((states[p] / "identity.json").read_text())["index"]] = p
+        states = deployment.enroll(fid, [f"org-{p}-{domains[p]}" for p in range(args.participants)])
+        index_of = {deployment.index(state): p for p, state in enumerate(states)}
         for p, folder in enumerate(folders):
-            procs.start(
-                f"participant-{p}",
-                [
-                    python,
-                    "-m",
-                    "participant.cli",
-                    "run",
-                    "--state",
-                    str(states[p]),
-                    "--data",
-                    str(folder),
-                    "--model",
-                    "tiny-offline",
-                    "--pretrained",
-                    checkpoint,
-                    "--epochs",
-                    str(args.epochs),
-                    "--threads",
-                    "1",
-                    "--poll",
-                    "0.5",
-                    "--zero-shot-template",
-                    TEMPLATE,
-                    "--no-progress-bar",
-                ],
-                env=env,
+            deployment.start_participant(
+                p, states[p], folder, checkpoint=checkpoint, epochs=args.epochs, template=TEMPLATE
             )
+        admin = deployment.admin
         _say(f"{args.participants} participants enrolled and running (logs in {work / 'logs'})")
         for number in range(1, args.rounds + 1):
             _run_round(admin, fid, number, procs, record, index_of)
@@ -303,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 "logs": work / "logs",
                 "coordinator database": work / "coordinator.db",
                 "participant state": work / "state",
-                "CA certificate": certs.ca_cert,
+                "CA certificate": work / "certs" / "ca.pem",
             },
         )
     )

@@ -146,6 +146,7 @@ class Engine:
         if task["round"] is None or (task.get("uploaded") and action != "fetch_outcome"):
             return task
         number = int(task["round"])
+        self._catch_up(number)
         try:
             if action == "share":
                 self._share(task, number)
@@ -161,6 +162,23 @@ class Engine:
             else:
                 raise
         return task
+
+    def _catch_up(self, current: int) -> None:
+        """Handle the outcome of earlier rounds this participant took part in.
+
+        The admin may start round ``n+1`` before this daemon polled round ``n``'s outcome;
+        the outcome stays available, so it is fetched (and the metrics reported) late.
+        """
+        last = self.state.progress().get("round")
+        if last is None or int(last) >= current:
+            return
+        if self.progress(int(last)).get("trained") and not self.progress(int(last)).get(
+            "outcome_done"
+        ):
+            try:
+                self._outcome(int(last))
+            except RequestRefusedError as exc:
+                log.warning("round %s: outcome unavailable: %s", last, exc)
 
     def run(self, *, rounds: int | None = None, until_complete: bool = True) -> int:
         """Loop until ``rounds`` outcomes were handled (or the federation's last round).
