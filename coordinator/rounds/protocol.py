@@ -159,6 +159,8 @@ def run_clustering(
         "next_clusters": step.membership.to_dict()["clusters"],
         "splits": state.step["splits"] if state.step else [],
         "merges": state.step["merges"] if state.step else [],
+        # S1/S0 of each split test (DESIGN.md section 4): why a cluster did or did not split.
+        "split_ratios": state.step.get("split_ratios", {}) if state.step else {},
     }
     return Outcome(target, state, detail)
 
