@@ -20,7 +20,10 @@ _HELP = {
     "secfpp_upload_rejections_total": ("counter", "Rejected requests by error code."),
     "secfpp_transitions_total": ("counter", "Stage transitions made by this process, by target."),
     "secfpp_dropouts_total": ("counter", "Participants marked dropped, by stage."),
-    "secfpp_decode_seconds": ("summary", "Time spent decoding coded results, by stage."),
+    "secfpp_decode_seconds": (
+        "summary",
+        "Time spent decoding coded results of the transitions this process applied, by stage.",
+    ),
     "secfpp_rounds": ("gauge", "Rounds in the database by stage."),
 }
 

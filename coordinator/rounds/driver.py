@@ -12,6 +12,7 @@ request that reads a round (lazy deadline check) and by the lifespan's backgroun
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -75,6 +76,10 @@ class RoundDriver:
         self.clock = clock
         self.metrics = metrics
         self.rng = rng
+        # Decode timings of the transition being planned in this thread; observed only
+        # when that transition is applied (a plan that loses the compare-and-set to
+        # another thread or process is not counted twice).
+        self._decodes = threading.local()
 
     def drive_all(self) -> None:
         """One pass over every round that is not finished (the background task)."""
@@ -100,6 +105,7 @@ class RoundDriver:
                 assert federation is not None
                 config = FederationConfig.model_validate(federation.config)
                 now = self.clock()
+                self._decodes.timings = []
                 outcome = self._plan(session, rnd, config, now)
                 if outcome is None:
                     return
@@ -107,6 +113,8 @@ class RoundDriver:
                     session.commit()
                     steps += 1
                     self._count(rnd.stage, outcome)
+                    for stage, seconds in self._decodes.timings:
+                        self.metrics.observe("secfpp_decode_seconds", seconds, stage=stage)
                 else:
                     session.rollback()
         log.warning("round %s: gave up after %d contended attempts", round_id, MAX_ATTEMPTS)
@@ -177,12 +185,11 @@ class RoundDriver:
 
     def _timed(self, stage: Stage, fn: Callable[..., Outcome], *args: Any) -> Outcome:
         start = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            self.metrics.observe(
-                "secfpp_decode_seconds", time.perf_counter() - start, stage=stage.value
-            )
+        outcome = fn(*args)
+        timings = getattr(self._decodes, "timings", None)
+        if timings is not None:
+            timings.append((stage.value, time.perf_counter() - start))
+        return outcome
 
     # -- applying (one transaction) ------------------------------------------------
     def _apply(
