@@ -131,7 +131,21 @@ class ReductionConfig(_Frozen):
 class ClusteringPolicy(_Frozen):
     """Parameters of the SecPC clustering step (DESIGN.md section 4)."""
 
-    split_ratio: float = Field(default=0.9, gt=0, le=1)
+    split_rule: Literal["axis", "singleton"] = Field(
+        default="axis",
+        description=(
+            "How a cluster's candidate is tested for a split: 'axis' (1-D two-means of the "
+            "members' positions on the centre-to-candidate axis; finds groups the "
+            "'singleton' rule of DESIGN.md section 4 misses in high dimension) or "
+            "'singleton' (members nearer to the candidate than to the centre)."
+        ),
+    )
+    axis_split_ratio: float = Field(
+        default=0.05, gt=0, le=1, description="'axis' rule: split when W2/W1 is below this."
+    )
+    split_ratio: float = Field(
+        default=0.9, gt=0, le=1, description="'singleton' rule: split when S1/S0 is below this."
+    )
     merge_factor: float = Field(default=1.0, ge=0)
 
 

@@ -134,6 +134,8 @@ def run_clustering(
         distances,
         membership,
         ClusteringConfig(
+            split_rule=config.clustering.split_rule,
+            axis_split_ratio=config.clustering.axis_split_ratio,
             split_ratio=config.clustering.split_ratio,
             merge_factor=config.clustering.merge_factor,
             min_aggregation_size=params.min_aggregation_size,
@@ -159,8 +161,10 @@ def run_clustering(
         "next_clusters": step.membership.to_dict()["clusters"],
         "splits": state.step["splits"] if state.step else [],
         "merges": state.step["merges"] if state.step else [],
-        # S1/S0 of each split test (DESIGN.md section 4): why a cluster did or did not split.
+        # The split statistics per tested cluster (S1/S0 and, under the 'axis' rule,
+        # W2/W1): why a cluster did or did not split.
         "split_ratios": state.step.get("split_ratios", {}) if state.step else {},
+        "axis_ratios": state.step.get("axis_ratios", {}) if state.step else {},
     }
     return Outcome(target, state, detail)
 

@@ -41,6 +41,7 @@ def step_to_dict(step: StepResult) -> dict[str, Any]:
         "splits": [asdict(s) for s in step.splits],
         "merges": [asdict(m) for m in step.merges],
         "split_ratios": {str(c): r for c, r in sorted(step.split_ratios.items())},
+        "axis_ratios": {str(c): r for c, r in sorted(step.axis_ratios.items())},
     }
 
 
@@ -60,6 +61,8 @@ def step_from_dict(data: dict[str, Any]) -> StepResult:
         ),
         merges=tuple(Merge(**m) for m in data["merges"]),
         split_ratios={int(c): float(r) for c, r in data["split_ratios"].items()},
+        # Rounds stored before the axis rule existed have no axis ratios.
+        axis_ratios={int(c): float(r) for c, r in data.get("axis_ratios", {}).items()},
     )
 
 

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from coordinator.app import create_app
 from coordinator.settings import Settings
 from crypto.dp import epsilon_for
+from tests.coordinator.conftest import federation_request
 
 ADMIN = {"Authorization": "Bearer admin-secret-token"}
 
@@ -165,3 +166,24 @@ def test_a_refusal_drops_the_participant_for_the_round(harness: Any) -> None:
     assert status["dropped"] == {"3": "distances"}
     kinds = [e["kind"] for e in status["events"]]
     assert "refusal" in kinds
+
+
+def test_split_rule_is_configurable_and_validated(
+    client: TestClient, make_harness: Any, problem: Any, snapshot: Any
+) -> None:
+    """'singleton' (DESIGN.md's rule alone) records no axis statistic; bad values: 422."""
+    before = snapshot()
+    for bad in ({"split_rule": "nearest"}, {"axis_split_ratio": 0}, {"axis_split_ratio": 1.5}):
+        r = client.post("/v1/federations", json=federation_request(clustering=bad), headers=ADMIN)
+        problem(r, 422, "invalid_request")
+    assert snapshot() == before
+    h = make_harness(client, clustering={"split_rule": "singleton"})
+    h.run_round()
+    second = h.status(h.run_round())
+    detail = next(e["detail"] for e in second["events"] if "split_ratios" in e["detail"])
+    assert set(detail["split_ratios"]) == {"0"}
+    assert detail["axis_ratios"] == {}
+    assert sorted(sorted(c["members"]) for c in second["next_clusters"]) == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7],
+    ]
