@@ -11,7 +11,8 @@ and local epochs for every method, this prints the mean per-participant held-out
 * ``dpfpl``: global + low-rank/residual local prompt, without noise and at
   ``epsilon`` in {0.4, 0.1} (LDP on the local low-rank gradients, GDP on the aggregated
   global update, each calibrated with dp-accounting to the target epsilon, delta 1e-5);
-* ``secfpp``: clustered global prompts (SecPC) + local prompts, no noise.
+* ``secfpp``: clustered global prompts (SecPC) + local prompts, no noise; its final
+  clusters are recorded as each member's true domain (``clusters`` column).
 
 Every federated method runs through :func:`demo.simulation.simulate`: the real
 coordinator app and participant engines, in one process. Results go to a table on
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             steps = args.epochs * math.ceil(n_train / base.batch_size)
             for method in args.methods:
                 t0 = time.monotonic()
+                clusters = ""
                 if method == "zero-shot":
                     accs = [_template_accuracy(d, backbone) for d in data]
                 else:
@@ -196,22 +198,31 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     result = simulate(data, backbone, config, seed=seed, deterministic=True)
                     accs = list(result.final_accuracy().values())
+                    if method == "secfpp" and result.rounds:
+                        clusters = _clusters_by_group(result.rounds[-1].clusters, data)
                 row = {
                     "split": split,
                     "seed": seed,
                     "method": method,
                     "mean_accuracy": float(np.mean(accs)),
                     "seconds": time.monotonic() - t0,
+                    "clusters": clusters,
                 }
                 rows.append(row)
                 print(
                     f"{split:>13} seed {seed} {method:>14}: {row['mean_accuracy']:.3f} "
-                    f"({row['seconds']:.0f} s)",
+                    f"({row['seconds']:.0f} s){'  clusters ' + clusters if clusters else ''}",
                     flush=True,
                 )
     _write(rows, args.out, args.methods)
     print(f"total {time.monotonic() - started:.0f} s; CSV and PNG in {args.out}")
     return 0
+
+
+def _clusters_by_group(clusters: Sequence[Sequence[str]], data: Sequence[ParticipantData]) -> str:
+    """Final clusters as each member's true group, e.g. ``hhhhh|ppppp`` (h: handwritten)."""
+    group = {d.name: d.group[:1] for d in data}
+    return "|".join("".join(sorted(group[m] for m in members)) for members in clusters)
 
 
 def _write(rows: list[dict[str, object]], out: Path, methods: Sequence[str]) -> None:

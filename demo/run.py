@@ -406,7 +406,21 @@ def _run_round(
     }
     shown = " ".join(f"{p}:{a:.2f}" for p, a in sorted(record.accuracy[number].items()))
     groups = " | ".join(",".join(map(str, c)) for c in record.clusters[number])
-    _say(f"round {number} published: accuracy {shown}; clusters {groups}")
+    _say(f"round {number} published: accuracy {shown}; clusters {groups}{_split_tests(status)}")
+
+
+def _split_tests(status: dict[str, Any]) -> str:
+    """The clustering event's split statistics, e.g. ``; split test c0: S1/S0 1.00, W2/W1 0.21``."""
+    for event in status.get("events") or []:
+        detail = event.get("detail") or {}
+        if "split_ratios" in detail:
+            axis = detail.get("axis_ratios") or {}
+            parts = [
+                f"c{c}: S1/S0 {r:.2f}" + (f", W2/W1 {axis[c]:.2f}" if c in axis else "")
+                for c, r in sorted(detail["split_ratios"].items())
+            ]
+            return f"; split test {', '.join(parts)}" if parts else ""
+    return ""
 
 
 if __name__ == "__main__":
