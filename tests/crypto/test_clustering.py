@@ -226,3 +226,34 @@ def test_axis_split_ratio_and_rule_are_validated() -> None:
         ClusteringConfig(axis_split_ratio=0.0)
     with pytest.raises(ParameterError, match="split_rule"):
         ClusteringConfig(split_rule="nearest")  # type: ignore[arg-type]
+
+
+def test_axis_rule_does_not_propose_a_failed_candidate_twice_in_a_row() -> None:
+    # One compact group and member 5 far out: 5 is tested and does not split (the rest is
+    # one group); next round the farthest *other* member is proposed. DESIGN's rule
+    # ('singleton') proposes 5 again, and an untested cluster keeps the farthest member.
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((6, 4))
+    vectors[5] *= 6.0
+    vectors -= vectors.mean(axis=0)
+    refs = ReferenceSets(tuple(range(6)), ((0, tuple(range(6))),), ((0, 5),))
+    d = plaintext_distances(vectors, refs)
+    dist = ((vectors - vectors.mean(axis=0)) ** 2).sum(axis=1)
+    runner_up = int(np.argsort(dist)[-2])
+    assert int(np.argmax(dist)) == 5
+    assert runner_up != 5
+    member = Membership(refs.clusters, refs.candidates, 1)
+    axis = secpc_step(d, member, ClusteringConfig(min_aggregation_size=2))
+    assert axis.splits == ()
+    assert 0 in axis.axis_ratios
+    assert dict(axis.membership.candidates) == {0: runner_up}
+    singleton = secpc_step(
+        d, member, ClusteringConfig(min_aggregation_size=2, split_rule="singleton")
+    )
+    assert dict(singleton.membership.candidates) == {0: 5}
+    untested = secpc_step(
+        plaintext_distances(vectors, ReferenceSets(refs.participants, refs.clusters)),
+        Membership(refs.clusters, (), 1),
+        ClusteringConfig(min_aggregation_size=2),
+    )
+    assert dict(untested.membership.candidates) == {0: 5}
