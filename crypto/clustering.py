@@ -339,12 +339,10 @@ def secpc_step(
     ratios: dict[int, float] = {}
     axis_ratios: dict[int, float] = {}
     n_clusters = len(groups)
-    tested: set[int] = set()
     for c, k in refs.candidates:
         members_a = [i for i in groups.get(c, []) if i != k and i in row]
         if not members_a:
             continue
-        tested.add(c)
         d_c = np.array([D[row[i], col_of[c]] for i in members_a])
         d_k = np.array([D[row[i], cand_col[c]] for i in members_a])
         ratio, moved = _singleton_test(members_a, d_c, d_k)
@@ -401,7 +399,7 @@ def secpc_step(
     # Axis rule: a candidate that was just tested and did not split its cluster is not
     # proposed again next round (another member is tried instead), see the module doc.
     retired = (
-        {c: k for c, k in refs.candidates if c in tested and c not in split_parents}
+        {c: k for c, k in refs.candidates if c in ratios and c not in split_parents}
         if config.split_rule == "axis"
         else {}
     )

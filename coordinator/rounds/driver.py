@@ -186,9 +186,7 @@ class RoundDriver:
     def _timed(self, stage: Stage, fn: Callable[..., Outcome], *args: Any) -> Outcome:
         start = time.perf_counter()
         outcome = fn(*args)
-        timings = getattr(self._decodes, "timings", None)
-        if timings is not None:
-            timings.append((stage.value, time.perf_counter() - start))
+        self._decodes.timings.append((stage.value, time.perf_counter() - start))
         return outcome
 
     # -- applying (one transaction) ------------------------------------------------
