@@ -17,11 +17,12 @@ of ``f(u(z))``, degree ``deg f * (K+T-1)``.
 **Decode.** From ``R = deg f * (K+T-1) + 1`` evaluations, interpolate and evaluate at
 ``beta_1..beta_K``. With ``n > R`` evaluations the received vectors form a Reed-Solomon
 codeword of length ``n`` and dimension ``R`` (per column), so up to ``floor((n-R)/2)``
-wrong evaluations can be corrected: :meth:`LagrangeCode.decode` locates them with
-Berlekamp-Welch on a random linear combination of the columns (a wrong row stays wrong
-in the combination except with probability ``1/p``), drops them, and checks every column
-of what is left for consistency. An inconsistent set raises :class:`DecodeError`; nothing
-is ever decoded silently from it.
+wrong evaluations can be corrected: :meth:`LagrangeCode.decode` computes the syndromes of
+every column, locates wrong rows with Berlekamp-Massey on a random linear combination of
+them (a wrong row stays wrong in the combination except with probability ``1/p``), drops
+them, and checks every column of what is left for consistency
+(:mod:`crypto.reed_solomon`; O(n**2) plus two field products with the result vectors).
+An inconsistent set raises :class:`DecodeError`; nothing is ever decoded silently from it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import numpy as np
 
 from crypto.errors import DecodeError, ParameterError
 from crypto.field import FieldArray, PreparedLeft, PrimeField
-from crypto.linalg import lagrange_matrix, poly_divmod, poly_eval, solve
+from crypto.linalg import lagrange_matrix
+from crypto.reed_solomon import ReedSolomonCode
 from crypto.rng import RandomSource, SystemRandom
 
 __all__ = ["Decoded", "LagrangeCode"]
@@ -151,85 +153,20 @@ class LagrangeCode:
                 f"need {threshold} evaluations for degree {degree}, received {len(indices)}",
                 received=indices,
             )
-        rows = [self.field.check(np.asarray(evaluations[j]), f"evaluations[{j}]") for j in indices]
+        rows = [np.asarray(evaluations[j]) for j in indices]
         if len({r.shape for r in rows}) != 1 or rows[0].ndim != 1:
             raise DecodeError("evaluations must be 1-D vectors of one length", received=indices)
         matrix = np.vstack(rows)
-        rejected: tuple[int, ...] = ()
-        good = list(range(len(indices)))
-        if not self._consistent(indices, matrix, good, threshold):
-            bad = self._locate_errors(indices, matrix, threshold, rng or SystemRandom())
-            rejected = tuple(indices[i] for i in bad)
-            good = [i for i in good if i not in bad]
-            if not self._consistent(indices, matrix, good, threshold):
-                raise DecodeError(
-                    "evaluations stay inconsistent after removing "
-                    f"{list(rejected)}; refusing to decode",
-                    rejected=rejected,
-                    received=indices,
-                )
-        basis = good[:threshold]
-        points = [self.alpha(indices[i]) for i in basis]
-        interp = lagrange_matrix(points, self.betas[: self.k], self.field.prime)
-        values = self.field.matmul(interp, matrix[basis])
-        return Decoded(values, tuple(indices[i] for i in good), rejected)
-
-    def _consistent(
-        self, indices: tuple[int, ...], matrix: FieldArray, good: list[int], threshold: int
-    ) -> bool:
-        """Do the rows ``good`` lie on one polynomial of degree < threshold (per column)?"""
-        basis, rest = good[:threshold], good[threshold:]
-        if not rest:
-            return True
-        predict = lagrange_matrix(
-            [self.alpha(indices[i]) for i in basis],
-            [self.alpha(indices[i]) for i in rest],
-            self.field.prime,
-        )
-        return bool(np.array_equal(self.field.matmul(predict, matrix[basis]), matrix[rest]))
-
-    def _locate_errors(
-        self, indices: tuple[int, ...], matrix: FieldArray, threshold: int, rng: RandomSource
-    ) -> list[int]:
-        """Berlekamp-Welch on one random combination of the columns; row positions of errors."""
-        p = self.field.prime
-        n = len(indices)
-        max_errors = (n - threshold) // 2
-        coeffs = rng.field_elements(p, (matrix.shape[1], 1))
-        y = [int(v) for v in self.field.matmul(matrix, coeffs)[:, 0]]
-        xs = [self.alpha(j) for j in indices]
-        if max_errors == 0:
-            raise DecodeError(
-                f"evaluations are inconsistent and {n} received with threshold {threshold} "
-                "leave no redundancy to correct any",
-                received=indices,
-            )
-        # Unknowns: E_0..E_{e-1} (E monic of degree e) and Q_0..Q_{R+e-1}.
-        # Equations: Q(x_i) - y_i * E(x_i) = y_i * x_i**e for every received i.
-        e = max_errors
-        system = []
-        rhs = []
-        for xi, yi in zip(xs, y, strict=True):
-            powers = [pow(xi, m, p) for m in range(threshold + e)]
-            system.append([(-yi * powers[m]) % p for m in range(e)] + powers)
-            rhs.append(yi * powers[e] % p)
-        solution = solve(system, rhs, p)
-        failure = DecodeError(
-            f"more than {max_errors} of {n} evaluations are wrong: cannot correct "
-            f"(received {list(indices)})",
-            received=indices,
-        )
-        if solution is None:
-            raise failure
-        locator = [*solution[:e], 1]
-        quotient, remainder = poly_divmod(solution[e:], locator, p)
-        if remainder:
-            raise failure
-        bad = [
-            i
-            for i, (xi, yi) in enumerate(zip(xs, y, strict=True))
-            if poly_eval(quotient, xi, p) != yi
-        ]
-        if not bad or len(bad) > max_errors:
-            raise failure
-        return bad
+        try:
+            matrix = self.field.check(matrix, "evaluations")
+        except ParameterError:
+            for j, row in zip(indices, rows, strict=True):  # name the offending participant
+                self.field.check(row, f"evaluations[{j}]")
+            raise
+        points = tuple(self.alpha(j) for j in indices)
+        code = ReedSolomonCode(self.field, points, threshold)
+        rng = rng if rng is not None else SystemRandom()
+        values, bad = code.decode(matrix, self.betas[: self.k], rng, labels=indices)
+        dropped = set(bad)
+        used = tuple(j for i, j in enumerate(indices) if i not in dropped)
+        return Decoded(values, used, tuple(indices[i] for i in bad))

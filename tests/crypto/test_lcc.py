@@ -1,4 +1,4 @@
-"""Lagrange coded computing: round trips, privacy of T shares, Reed-Solomon decoding."""
+"""Lagrange coded computing: round trips, privacy of T shares, decoding with errors."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from scipy import stats
 from crypto.errors import DecodeError, ParameterError
 from crypto.field import PrimeField
 from crypto.lcc import LagrangeCode
+from crypto.params import CryptoParams
 from crypto.rng import DeterministicRandom
 
 PRIMES = [65537, 2**31 - 1, 2**61 - 1]
@@ -119,6 +120,16 @@ def test_too_few_evaluations() -> None:
         code.decode({j: shares[j] for j in range(6)}, degree=2)
 
 
+def test_out_of_range_evaluation_names_the_participant() -> None:
+    code = LagrangeCode(PrimeField(65537), 2, 2, 8)
+    shares = code.share(np.arange(4, dtype=np.int64), DeterministicRandom(0))
+    results = {j: shares[j] for j in range(8)}
+    results[3] = shares[3].copy()
+    results[3][0] = 65537
+    with pytest.raises(ParameterError, match=r"'evaluations\[3\]'"):
+        code.decode(results, degree=1)
+
+
 def test_rejects_bad_codes() -> None:
     with pytest.raises(ParameterError, match="'n'"):
         LagrangeCode(PrimeField(65537), 3, 2, 4)
@@ -172,3 +183,57 @@ def test_t_plus_one_shares_reveal_the_secret() -> None:
     zero = _pairs(code, 0, rows, seed=11)
     other = _pairs(code, 9, rows, seed=12)
     assert stats.chi2_contingency(np.vstack([zero, other])[:, (zero + other) > 0]).pvalue < ALPHA
+
+
+# --- a malicious participant at realistic scale -------------------------------------------
+def _distance_stage_at(n: int, seed: int) -> tuple[LagrangeCode, dict[int, np.ndarray], list[int]]:
+    """The distance stage's code for N = n (degree 2, K and T as for_federation picks),
+    every participant's honest degree-2 result and the plaintext products it encodes."""
+    code = CryptoParams.for_federation(n).clustering_lcc()
+    F = code.field
+    rng = DeterministicRandom(seed)
+    x, y = rng.field_elements(F.prime, 6), rng.field_elements(F.prime, 6)
+    sx, sy = code.share(x, rng), code.share(y, rng)
+    results = {j: F.mul(sx[j], sy[j]) for j in range(code.n)}
+    return code, results, F.mul(x, y).tolist()
+
+
+def test_a_corrupted_result_at_512_participants_is_rejected() -> None:
+    code, results, plain = _distance_stage_at(512, seed=512)
+    p = code.field.prime
+    assert code.field.prime == 2**61 - 1
+    clean = code.decode(results, degree=2, rng=DeterministicRandom(0))
+    assert clean.values.reshape(-1)[:6].tolist() == plain
+    corrupter = 317
+    forged = dict(results)
+    forged[corrupter] = results[corrupter].copy()
+    forged[corrupter][3] = (forged[corrupter][3] + 1) % p  # the smallest possible lie
+    decoded = code.decode(forged, degree=2, rng=DeterministicRandom(1))
+    assert decoded.rejected == (corrupter,)
+    assert decoded.used == tuple(j for j in range(512) if j != corrupter)
+    assert np.array_equal(decoded.values, clean.values)
+    # with a quarter of the participants dropped out as well
+    present = {j: v for j, v in forged.items() if j % 4 != 2}
+    decoded = code.decode(present, degree=2, rng=DeterministicRandom(2))
+    assert decoded.rejected == (corrupter,)
+    assert np.array_equal(decoded.values, clean.values)
+
+
+def test_the_most_corrupters_at_512_participants_and_one_more() -> None:
+    code, results, plain = _distance_stage_at(512, seed=7)
+    p = code.field.prime
+    correctable = (512 - code.recovery_threshold(2)) // 2
+    rng = DeterministicRandom(8)
+    order = np.argsort(rng.uniform(512))
+    corrupters = sorted(int(j) for j in order[:correctable])
+    forged = dict(results)
+    for j in corrupters:
+        forged[j] = (results[j] + rng.field_elements(p, 6)) % p
+    decoded = code.decode(forged, degree=2, rng=rng)
+    assert list(decoded.rejected) == corrupters
+    assert decoded.values.reshape(-1)[:6].tolist() == plain
+    one_more = int(order[correctable])
+    forged[one_more] = (results[one_more] + 1) % p
+    with pytest.raises(DecodeError) as info:
+        code.decode(forged, degree=2, rng=rng)
+    assert info.value.received == tuple(range(512))
