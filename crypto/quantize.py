@@ -18,7 +18,38 @@ from crypto.errors import ParameterError
 from crypto.field import FieldArray, PrimeField
 from crypto.rng import RandomSource
 
-__all__ = ["dequantize", "lift", "quantize"]
+__all__ = ["dequantize", "lift", "quantize", "quantize_integers"]
+
+
+def quantize_integers(
+    x: ArrayLike, *, bits: int, clip: float, rng: RandomSource | None = None
+) -> NDArray[np.int64]:
+    """Signed integers ``round(s * clip(x, -B, B))``, before any field is involved.
+
+    Args:
+        x: real array of any shape (float); NaN or infinite entries are refused.
+        bits: fractional bits, scale ``s = 2**bits``, ``0 <= bits <= 52``.
+        clip: the clip bound ``B > 0``; entries are clipped to ``[-B, B]`` first.
+        rng: if given, stochastic rounding ``floor(s x + u)`` with this randomness
+            (each entry moves by at most one unit, ``|q - s x| <= 1``, strictly less
+            but for float rounding); else round to nearest.
+
+    Returns:
+        int64 array of the same shape, entries in ``[-ceil(s B), ceil(s B)]``.
+
+    >>> quantize_integers([0.5, -0.25, 3.0], bits=2, clip=1.0).tolist()
+    [2, -1, 4]
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError("x", "must contain only finite values (found NaN or infinity)")
+    if not clip > 0:
+        raise ParameterError("clip", f"must be positive, not {clip}")
+    if not 0 <= bits <= 52:
+        raise ParameterError("bits", f"must be in [0, 52], not {bits}")
+    scaled = np.clip(arr, -clip, clip) * float(1 << bits)
+    ints = np.rint(scaled) if rng is None else np.floor(scaled + rng.uniform(scaled.shape))
+    return ints.astype(np.int64)
 
 
 def quantize(
@@ -41,20 +72,12 @@ def quantize(
     Returns:
         int64 array of the same shape with entries in ``[0, p)``.
     """
-    arr = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ParameterError("x", "must contain only finite values (found NaN or infinity)")
-    if not clip > 0:
-        raise ParameterError("clip", f"must be positive, not {clip}")
-    if not 0 <= bits <= 52:
-        raise ParameterError("bits", f"must be in [0, 52], not {bits}")
+    ints = quantize_integers(x, bits=bits, clip=clip, rng=rng)
     if (1 << bits) * clip >= field.half:
         raise ParameterError(
             "bits", f"gives s*B = {(1 << bits) * clip} >= (p-1)/2 = {field.half}: values would wrap"
         )
-    scaled = np.clip(arr, -clip, clip) * float(1 << bits)
-    ints = np.rint(scaled) if rng is None else np.floor(scaled + rng.uniform(scaled.shape))
-    return field.asarray(ints.astype(np.int64))
+    return field.asarray(ints)
 
 
 def lift(values: FieldArray, field: PrimeField) -> NDArray[np.int64]:

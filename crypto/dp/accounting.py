@@ -18,6 +18,15 @@ offered, both valid upper bounds on epsilon:
 For full participation (``q = 1``) the exact answer is known in closed form,
 :func:`gaussian_epsilon_closed_form`, and the tests check PLD against it.
 
+Discrete Gaussian releases (:mod:`crypto.dp.discrete`) carry a zCDP guarantee, not a
+privacy loss distribution: ``rho``-zCDP means Rényi divergence ``<= rho * alpha`` at
+every order ``alpha`` (dp-accounting's ``ZCDpEvent``). Only the RDP accountant composes
+those, so a composition that contains any is accounted with RDP as a whole (RDP is a
+valid, slightly looser bound for the Gaussian releases in it too).
+:func:`discrete_gaussian_rho` gives ``rho`` for the central discrete Gaussian (CKS
+2020, Theorem 4) and for the sum of ``n`` independent discrete Gaussian shares
+(distributed discrete Gaussian, Kairouz, Liu & Steinke 2021, Proposition 14).
+
 Nothing here is hand-rolled except that closed-form cross-check: calibration and
 accounting call dp-accounting (DESIGN.md section 8).
 """
@@ -37,8 +46,11 @@ __all__ = [
     "PLD_DISCRETIZATION",
     "AccountingMethod",
     "GaussianReleases",
+    "ZcdpReleases",
     "calibrate_noise_multiplier",
     "compose_epsilon",
+    "ddgauss_tau",
+    "discrete_gaussian_rho",
     "epsilon_for",
     "gaussian_epsilon_closed_form",
 ]
@@ -55,6 +67,9 @@ PLD_DISCRETIZATION = 1e-3
 #: ``(noise_multiplier, sampling_rate, count)``: ``count`` identical Gaussian releases
 #: with noise multiplier ``z`` on a Poisson sample of rate ``q`` (``q = 1``: everyone).
 GaussianReleases = tuple[float, float, int]
+
+#: ``(rho, count)``: ``count`` releases, each ``rho``-zCDP (no sampling).
+ZcdpReleases = tuple[float, int]
 
 
 def _check_delta(delta: float) -> None:
@@ -94,16 +109,26 @@ def _accountant(method: AccountingMethod) -> dp_accounting.PrivacyAccountant:
 
 
 def compose_epsilon(
-    releases: Iterable[GaussianReleases], *, delta: float, method: AccountingMethod = "pld"
+    releases: Iterable[GaussianReleases],
+    *,
+    delta: float,
+    method: AccountingMethod = "pld",
+    zcdp: Iterable[ZcdpReleases] = (),
 ) -> float:
-    """Epsilon at ``delta`` of the composition of groups of Gaussian releases.
+    """Epsilon at ``delta`` of the composition of groups of Gaussian and zCDP releases.
 
-    ``releases`` holds ``(z, q, count)`` triples (see :data:`GaussianReleases`); the
-    result is the epsilon of ``ComposedDpEvent([SelfComposedDpEvent(e(z, q), count),
-    ...])`` under the chosen accountant. An empty composition costs ``0.0``.
+    ``releases`` holds ``(z, q, count)`` triples (see :data:`GaussianReleases`),
+    ``zcdp`` holds ``(rho, count)`` pairs (see :data:`ZcdpReleases`); the result is the
+    epsilon of ``ComposedDpEvent([SelfComposedDpEvent(e(z, q), count), ...,
+    SelfComposedDpEvent(ZCDpEvent(rho), count), ...])`` under the chosen accountant, or
+    under RDP whenever some zCDP release is present (module docstring). An empty
+    composition costs ``0.0``.
 
     >>> round(compose_epsilon([(1.1, 0.01, 100)], delta=1e-5), 2)
     0.55
+    >>> compose_epsilon([], zcdp=[(0.5, 1)], delta=1e-5) == epsilon_for(
+    ...     1.0, rounds=1, delta=1e-5, method="rdp")
+    True
     """
     _check_delta(delta)
     events = []
@@ -111,9 +136,18 @@ def compose_epsilon(
         _check_releases(noise_multiplier, sampling_rate, count, "releases")
         if count > 0:
             events.append(_event(noise_multiplier, sampling_rate, count))
+    has_zcdp = False
+    for rho, count in zcdp:
+        if not (math.isfinite(rho) and rho > 0.0):
+            raise ParameterError("zcdp", f"must hold rho values that are finite and > 0, not {rho}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ParameterError("zcdp", f"must hold integer counts >= 0, not {count!r}")
+        if count > 0:
+            events.append(dp_accounting.SelfComposedDpEvent(dp_accounting.ZCDpEvent(rho), count))
+            has_zcdp = True
     if not events:
         return 0.0
-    accountant = _accountant(method)
+    accountant = _accountant("rdp" if has_zcdp else method)
     accountant.compose(dp_accounting.ComposedDpEvent(events))
     return max(0.0, float(accountant.get_epsilon(delta)))
 
@@ -256,3 +290,70 @@ def gaussian_epsilon_closed_form(noise_multiplier: float, rounds: int, delta: fl
         high *= 2.0
     root = optimize.brentq(lambda e: _gdp_delta(e, mu) - delta, 0.0, high, xtol=1e-12)
     return float(root)
+
+
+def ddgauss_tau(*, sigma: float, shares: int) -> float:
+    """``tau = 10 * sum_{k=1}^{n-1} exp(-2 pi^2 sigma^2 k / (k+1))`` (KLS 2021, Theorem 1).
+
+    How far the sum of ``n = shares`` independent discrete Gaussians ``N_Z(0, sigma^2)``
+    is from one discrete Gaussian ``N_Z(0, n sigma^2)``; ``sigma`` in lattice units
+    (quantized integers), ``>= 1/2``. A term that would underflow is counted as the
+    smallest positive double instead of zero, so the result is never an underestimate.
+
+    >>> ddgauss_tau(sigma=1.0, shares=1)
+    0.0
+    >>> 0.0 < ddgauss_tau(sigma=100.0, shares=8) < 1e-300
+    True
+    """
+    _check_sigma_and_shares(sigma, shares)
+    terms = (
+        max(math.exp(-2.0 * (math.pi * sigma) ** 2 * k / (k + 1)), 5e-324) for k in range(1, shares)
+    )
+    return 10.0 * math.fsum(terms)
+
+
+def _check_sigma_and_shares(sigma: float, shares: int) -> None:
+    if not (math.isfinite(sigma) and sigma >= 0.5):
+        raise ParameterError("sigma", f"must be a finite number >= 1/2, not {sigma}")
+    if isinstance(shares, bool) or not isinstance(shares, int) or shares < 1:
+        raise ParameterError("shares", f"must be an integer >= 1, not {shares!r}")
+
+
+def discrete_gaussian_rho(
+    *, l2_sensitivity: float, sigma: float, shares: int = 1, dimension: int = 1
+) -> float:
+    """``rho`` such that the (sum of ``shares``) discrete Gaussian noise is ``rho``-zCDP.
+
+    The release is ``f(x) + sum_{i=1}^n Z_i`` with ``f`` integer-valued in ``Z^d``
+    (``d = dimension``), ``||f(x) - f(x')||_2 <= Delta_2 = l2_sensitivity``, and ``Z_i``
+    independent ``N_Z(0, sigma^2)^d`` (``n = shares``); ``sigma`` and ``Delta_2`` are in
+    lattice units. Kairouz, Liu & Steinke (2021), Proposition 14, bounds the Rényi
+    divergence of order ``alpha`` by the minimum of
+
+    * ``alpha/2 * (Delta_2^2/(n sigma^2) + 2 tau Delta_1/(sqrt(n) sigma) + tau^2 d)`` and
+    * ``alpha/2 * (Delta_2/(sqrt(n) sigma) + tau sqrt(d))^2``
+
+    (and a third form with an additive ``tau d`` that is not pure zCDP and unused here),
+    with ``tau`` from :func:`ddgauss_tau` and ``Delta_1 <= Delta_2 * min(sqrt(d), Delta_2)``
+    (an integer vector's L1 norm is at most its squared L2 norm). This returns the
+    smaller ``rho`` of the two. For ``n = 1`` (``tau = 0``) it is the central discrete
+    Gaussian's ``Delta_2^2 / (2 sigma^2)`` (CKS 2020, Theorem 4): the same Rényi curve
+    as a continuous Gaussian with noise multiplier ``sigma / Delta_2``.
+
+    >>> discrete_gaussian_rho(l2_sensitivity=2.0, sigma=4.0)
+    0.125
+    >>> discrete_gaussian_rho(l2_sensitivity=2.0, sigma=2.0, shares=4, dimension=10) > 0.125
+    True
+    """
+    if not (math.isfinite(l2_sensitivity) and l2_sensitivity > 0.0):
+        raise ParameterError("l2_sensitivity", f"must be a finite number > 0, not {l2_sensitivity}")
+    _check_sigma_and_shares(sigma, shares)
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise ParameterError("dimension", f"must be an integer >= 1, not {dimension!r}")
+    tau = ddgauss_tau(sigma=sigma, shares=shares)
+    total = math.sqrt(shares) * sigma  # std of the summed noise, lattice units
+    l2_scale = l2_sensitivity / total
+    l1_scale = l2_sensitivity * min(math.sqrt(dimension), l2_sensitivity) / total
+    rho_linear = (l2_scale**2 + 2.0 * l1_scale * tau + tau**2 * dimension) / 2.0
+    rho_shifted = (l2_scale + math.sqrt(dimension) * tau) ** 2 / 2.0
+    return min(rho_linear, rho_shifted)

@@ -12,6 +12,20 @@ over disjoint clusters). The federation's epsilon is the maximum over participan
 What composes is the noise multiplier ``z = sigma / sensitivity``, with the record's
 sampling rate and ``steps`` (number of identical releases), under the add/remove
 relation of :mod:`crypto.dp.mechanisms`.
+
+Mechanisms (``LedgerRecord.mechanism``):
+
+* ``"gaussian"`` — continuous Gaussian noise (the LDP of DP-FPL's local training);
+  accounted with PLD (or RDP when asked).
+* ``"discrete_gaussian"`` — the coordinator's GDP noise, drawn exactly on the quantized
+  grid (:mod:`crypto.dp.discrete`); ``rho = 1 / (2 z^2)``-zCDP.
+* ``"distributed_discrete_gaussian"`` — each of at least ``shares`` contributors added
+  ``N_Z(0, sigma^2)`` per coordinate to its quantized update before sharing; ``sigma``
+  and ``sensitivity`` are in quantized units and ``rho`` comes from
+  :func:`crypto.dp.accounting.discrete_gaussian_rho` (Kairouz, Liu & Steinke 2021).
+
+A participant whose history holds a zCDP release is accounted with RDP for its whole
+composition (:func:`crypto.dp.accounting.compose_epsilon`).
 """
 
 from __future__ import annotations
@@ -22,7 +36,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
-from crypto.dp.accounting import AccountingMethod, GaussianReleases, compose_epsilon
+from crypto.dp.accounting import (
+    AccountingMethod,
+    GaussianReleases,
+    ZcdpReleases,
+    compose_epsilon,
+    discrete_gaussian_rho,
+)
 from crypto.errors import ParameterError, PrivacyBudgetError
 
 __all__ = [
@@ -36,14 +56,19 @@ __all__ = [
 ]
 
 #: ``"gdp"``: coordinator noise on a decoded cluster mean; ``"ldp"``: a participant's
-#: per-step noise on its low-rank gradients; ``"distributed"``: integer noise added by
-#: the contributors before sharing (accounted as Gaussian, see
+#: per-step noise on its low-rank gradients; ``"distributed"``: discrete Gaussian noise
+#: added by the contributors before sharing (see
 #: :func:`crypto.dp.mechanisms.distributed_noise_share`).
 ReleaseKind = Literal["gdp", "ldp", "distributed"]
 ParticipantId = int | str
+#: See the module docstring.
+Mechanism = Literal["gaussian", "discrete_gaussian", "distributed_discrete_gaussian"]
 
 _KINDS: tuple[str, ...] = get_args(ReleaseKind)
-_MECHANISMS = ("gaussian",)
+_MECHANISMS: tuple[str, ...] = get_args(Mechanism)
+_ZCDP_MECHANISMS = ("discrete_gaussian", "distributed_discrete_gaussian")
+#: What a participant's history counts: ``("gaussian", z, q)`` or ``("zcdp", rho, 1.0)``.
+_AccountingKey = tuple[str, float, float]
 
 
 def _finite_positive(name: str, value: float) -> None:
@@ -70,15 +95,22 @@ class LedgerRecord:
             (non-empty, no duplicates): the cluster's contributors for GDP and
             distributed noise, the one participant for LDP.
         sigma: std of the added Gaussian noise per coordinate, in the released
-            value's units (for GDP on a mean: ``z * C / m``).
+            value's units (for GDP on a mean: ``z * C / m``); for
+            ``"distributed_discrete_gaussian"`` the parameter of *each* contributor's
+            discrete Gaussian share, in quantized units.
         sensitivity: L2 sensitivity of the released value under add/remove, same
-            units (for GDP on a mean: ``C / m``).
+            units (for GDP on a mean: ``C / m``; distributed: ``C * 2**bits``).
         sampling_rate: Poisson sampling rate of the data the release saw (``1.0``:
-            no sampling).
+            no sampling; the only value the discrete mechanisms accept).
         steps: number of identical releases this record stands for (e.g. the local
             steps of one round for LDP), ``>= 1``.
         cluster_id: the cluster of a GDP or distributed release, ``None`` for LDP.
-        mechanism: the noise mechanism; only ``"gaussian"`` is supported.
+        mechanism: the noise mechanism (see :data:`Mechanism` and the module docstring).
+        shares: distributed only: how many independent noise shares the decoded sum is
+            guaranteed to hold (the smallest member set a participant sums over); ``1``
+            for every other mechanism.
+        dimension: distributed only: coordinates per release (``d`` in the accounting);
+            ``None`` for every other mechanism.
     """
 
     federation_id: str
@@ -90,7 +122,9 @@ class LedgerRecord:
     sampling_rate: float = 1.0
     steps: int = 1
     cluster_id: int | None = None
-    mechanism: str = "gaussian"
+    mechanism: Mechanism = "gaussian"
+    shares: int = 1
+    dimension: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.federation_id, str) or not self.federation_id:
@@ -121,15 +155,70 @@ class LedgerRecord:
         _non_negative_int("steps", self.steps, minimum=1)
         if self.cluster_id is not None:
             _non_negative_int("cluster_id", self.cluster_id)
+        self._check_discrete()
+
+    def _check_discrete(self) -> None:
+        _non_negative_int("shares", self.shares, minimum=1)
+        distributed = self.mechanism == "distributed_discrete_gaussian"
+        if self.mechanism in _ZCDP_MECHANISMS and self.sampling_rate != 1.0:
+            raise ParameterError(
+                "sampling_rate",
+                f"must be 1.0 for mechanism {self.mechanism!r}, not {self.sampling_rate}",
+            )
+        if not distributed:
+            if self.shares != 1:
+                raise ParameterError(
+                    "shares", f"must be 1 for mechanism {self.mechanism!r}, not {self.shares}"
+                )
+            if self.dimension is not None:
+                raise ParameterError("dimension", f"must be None for mechanism {self.mechanism!r}")
+            return
+        if self.kind != "distributed":
+            raise ParameterError("kind", f"must be 'distributed' for {self.mechanism!r}")
+        if self.dimension is None:
+            raise ParameterError("dimension", "is required for the distributed mechanism")
+        _non_negative_int("dimension", self.dimension, minimum=1)
+        if self.sigma < 0.5:
+            raise ParameterError(
+                "sigma",
+                f"must be >= 1/2 quantized units for the distributed mechanism, not {self.sigma}",
+            )
 
     @property
     def noise_multiplier(self) -> float:
-        """``z = sigma / sensitivity``: the quantity that composes (dimensionless)."""
-        return self.sigma / self.sensitivity
+        """``z = sqrt(shares) * sigma / sensitivity`` (dimensionless): the std of the
+        noise in the released value over its sensitivity (``shares = 1`` but for the
+        distributed mechanism)."""
+        return math.sqrt(self.shares) * self.sigma / self.sensitivity
+
+    @property
+    def rho(self) -> float | None:
+        """The zCDP ``rho`` of one release of a discrete mechanism; ``None`` for ``"gaussian"``."""
+        if self.mechanism == "gaussian":
+            return None
+        if self.mechanism == "discrete_gaussian":
+            return 1.0 / (2.0 * self.noise_multiplier**2)
+        return discrete_gaussian_rho(
+            l2_sensitivity=self.sensitivity,
+            sigma=self.sigma,
+            shares=self.shares,
+            dimension=self.dimension or 1,
+        )
 
     def releases(self) -> GaussianReleases:
-        """This record as ``(z, sampling_rate, steps)`` for the accountant."""
+        """This ``"gaussian"`` record as ``(z, sampling_rate, steps)`` for the accountant."""
+        if self.mechanism != "gaussian":
+            raise ParameterError(
+                "mechanism", f"is {self.mechanism!r}: a zCDP release, see LedgerRecord.rho"
+            )
         return (self.noise_multiplier, self.sampling_rate, self.steps)
+
+    def accounting_key(self) -> _AccountingKey:
+        """What composes: ``("gaussian", z, q)`` or ``("zcdp", rho, 1.0)``; ``steps`` counts it."""
+        rho = self.rho
+        if rho is None:
+            return ("gaussian", self.noise_multiplier, self.sampling_rate)
+        return ("zcdp", rho, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (participants as a list); inverse of :meth:`from_dict`."""
@@ -165,31 +254,37 @@ def _select(
 
 def _per_participant(
     records: list[LedgerRecord], participants: Collection[ParticipantId] | None = None
-) -> dict[ParticipantId, Counter[tuple[float, float]]]:
-    """For each participant, how many releases of each ``(z, q)`` covered it."""
-    out: dict[ParticipantId, Counter[tuple[float, float]]] = {}
+) -> dict[ParticipantId, Counter[_AccountingKey]]:
+    """For each participant, how many releases of each accounting key covered it."""
+    out: dict[ParticipantId, Counter[_AccountingKey]] = {}
     for record in records:
+        key = record.accounting_key()
         for pid in record.participants:
             if participants is None or pid in participants:
-                key = (record.noise_multiplier, record.sampling_rate)
                 out.setdefault(pid, Counter())[key] += record.steps
     return out
 
 
 def _epsilons(
-    histories: Mapping[ParticipantId, Counter[tuple[float, float]]],
+    histories: Mapping[ParticipantId, Counter[_AccountingKey]],
     *,
     delta: float,
     method: AccountingMethod,
 ) -> dict[ParticipantId, float]:
     # Participants with the same history (e.g. the members of one cluster) share an
     # epsilon; the accountant runs once per distinct history.
-    cache: dict[tuple[GaussianReleases, ...], float] = {}
+    cache: dict[tuple[tuple[_AccountingKey, int], ...], float] = {}
     out: dict[ParticipantId, float] = {}
     for pid, history in histories.items():
-        key = tuple(sorted((z, q, count) for (z, q), count in history.items()))
+        key = tuple(sorted(history.items()))
         if key not in cache:
-            cache[key] = compose_epsilon(key, delta=delta, method=method)
+            gaussian: list[GaussianReleases] = [
+                (z, q, count) for (kind, z, q), count in key if kind == "gaussian"
+            ]
+            zcdp: list[ZcdpReleases] = [
+                (rho, count) for (kind, rho, _), count in key if kind == "zcdp"
+            ]
+            cache[key] = compose_epsilon(gaussian, zcdp=zcdp, delta=delta, method=method)
         out[pid] = cache[key]
     return out
 

@@ -5,6 +5,16 @@ creates a generator. Arrays are real-valued (float64) unless stated; "norm" is t
 L2 norm of the array flattened (for a prompt update of shape ``n_ctx x d`` that is
 the Frobenius norm).
 
+Which sampler where
+-------------------
+Noise that protects something *shared* is added on the quantization grid, to
+integers, with the exact discrete Gaussian sampler of :mod:`crypto.dp.discrete`
+(:func:`discrete_gaussian_mechanism`, :func:`distributed_noise_share`): the
+coordinator's GDP noise on a decoded cluster sum and the participants' distributed
+noise. Floating-point Gaussian noise (:func:`gaussian_mechanism`, Box-Muller) is
+kept only for DP-FPL's local training (:func:`ldp_noisy_gradient`), where it never
+reaches a released value directly (see that function's docstring).
+
 Neighbouring relation
 ---------------------
 DP-FPL (Theorem 3.3) calibrates to ``S_G = C / (N |B|)``: the L2 clip bound divided
@@ -26,36 +36,44 @@ relation (dp-accounting's ``ADD_OR_REMOVE_ONE``), which we use throughout:
 Distributed DP
 --------------
 :func:`distributed_noise_share` is the participant side of "the decoded sum already
-carries the target noise": each of ``m`` contributors adds rounded Gaussian
-integers, see its docstring for the approximation and the accounting convention.
+carries the target noise": each contributor adds discrete Gaussian integers, so the
+sum of at least ``n_min`` shares is a distributed discrete Gaussian (Kairouz, Liu &
+Steinke 2021); :mod:`crypto.dp.distributed` calibrates it for a federation.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from crypto.dp.discrete import MAX_SIGMA2, discrete_gaussian
 from crypto.errors import ParameterError
 from crypto.rng import RandomSource
 
 __all__ = [
-    "MIN_SHARE_STD",
+    "MIN_SHARE_SIGMA",
     "clip_entries",
     "clip_l2",
+    "discrete_gaussian_mechanism",
     "distributed_noise_share",
     "gaussian_mechanism",
     "gdp_sigma",
+    "lattice_sigma2",
     "ldp_noisy_gradient",
     "mean_sensitivity",
 ]
 
-#: Smallest per-contributor std (quantized units) that :func:`distributed_noise_share`
-#: accepts. Below one unit, rounding dominates and the share is mostly zeros, so the
-#: "treat it as Gaussian" convention would no longer be a fair description.
-MIN_SHARE_STD = 1.0
+#: Smallest per-contributor ``sigma`` (quantized units) that :func:`distributed_noise_share`
+#: accepts: the distributed discrete Gaussian bound (KLS 2021, Theorem 1) needs
+#: ``sigma >= 1/2``.
+MIN_SHARE_SIGMA = 0.5
+
+#: :func:`lattice_sigma2` rounds ``sigma^2`` up to a multiple of ``2**-LATTICE_SIGMA2_BITS``.
+LATTICE_SIGMA2_BITS = 16
 
 
 def _positive(name: str, value: float) -> float:
@@ -130,11 +148,15 @@ def gdp_sigma(*, noise_multiplier: float, clip_norm: float, n_contributors: int)
 def gaussian_mechanism(
     value: NDArray[np.floating[Any]], *, sigma: float, rng: RandomSource
 ) -> NDArray[np.float64]:
-    """Return ``value + N(0, sigma^2)``, independent noise on every entry.
+    """Return ``value + N(0, sigma^2)``, independent floating-point noise on every entry.
 
-    ``sigma`` is the std in the units of ``value`` (``noise_multiplier * sensitivity``,
-    e.g. :func:`gdp_sigma`); the output has the shape of ``value``. The caller records
-    the release in the privacy ledger.
+    ``sigma`` is the std in the units of ``value`` (``noise_multiplier * sensitivity``);
+    the output has the shape of ``value``. The noise is Box-Muller on 53-bit uniforms
+    (:meth:`~crypto.rng.RandomSource.standard_normal`), which is *not* a vetted DP
+    sampler: the low-order bits of a float ``value + noise`` can reveal ``value``
+    (Mironov 2012). Use it only where the sum is never published as is (DP-FPL's local
+    training, :func:`ldp_noisy_gradient`); anything released or shared gets
+    :func:`discrete_gaussian_mechanism` on its quantization grid.
 
     >>> from crypto.rng import DeterministicRandom
     >>> gaussian_mechanism(np.zeros((2, 3)), sigma=1.0, rng=DeterministicRandom(0)).shape
@@ -161,10 +183,64 @@ def ldp_noisy_gradient(
     gradients per step are two releases (or one of sensitivity ``sqrt(2) C`` if the
     pair is clipped jointly). The torch side may reimplement this with the same
     calibration.
+
+    Why floating-point noise here: the noisy gradient is an internal value of local
+    training. It is never shared or published; it is mixed by the low-rank
+    reconstruction (DP-FPL eq. 4), momentum SGD and float32 torch arithmetic into the
+    local prompt, which never leaves the participant either. The float attacks on
+    Gaussian/Laplace samplers (Mironov 2012) need the exact float ``x + noise``, which
+    nobody sees. The guarantee is therefore DP-FPL's own (a reproduction of that
+    baseline, accounted as ``"gaussian"`` in the ledger), not an implementation-level
+    proof; what SecFPP *shares* (the quantized update) is protected by the discrete
+    mechanisms instead. Integer noise here would also need a grid for the gradients
+    that DP-FPL does not have.
     """
     clip_norm = _positive("clip_norm", clip_norm)
     sigma = _positive("noise_multiplier", noise_multiplier) * clip_norm
     return gaussian_mechanism(clip_l2(gradient, clip_norm), sigma=sigma, rng=rng)
+
+
+def lattice_sigma2(sigma: float, *, scale: int | float = 1, shares: int = 1) -> Fraction:
+    """``(sigma * scale)^2 / shares`` as an exact rational, rounded *up*.
+
+    Converts a noise std given in real units (``sigma``) into the discrete Gaussian
+    parameter on a grid of ``scale`` units per real unit, split over ``shares``
+    independent contributors. The float inputs are taken exactly (``Fraction(x)``), a
+    relative margin of ``2**-40`` covers the float rounding with which callers computed
+    ``sigma``, and the result is rounded up to a multiple of ``2**-16``: never less noise
+    than asked, and small integers for the sampler.
+
+    >>> lattice_sigma2(0.5, scale=2**10, shares=4) - 65536  # (0.5 * 1024)^2 / 4, rounded up
+    Fraction(1, 65536)
+    """
+    sigma = _positive("sigma", sigma)
+    scale = _positive("scale", float(scale))
+    shares = _positive_int("shares", shares)
+    exact = (Fraction(sigma) * Fraction(scale)) ** 2 / shares * (1 + Fraction(1, 2**40))
+    unit = 2**LATTICE_SIGMA2_BITS
+    return Fraction(-((-exact.numerator * unit) // exact.denominator), unit)
+
+
+def discrete_gaussian_mechanism(
+    value: NDArray[np.integer[Any]], *, sigma2: Fraction | int, rng: RandomSource
+) -> NDArray[np.int64]:
+    """Return ``value + N_Z(0, sigma2)`` on every entry of an integer array (exact).
+
+    ``value`` is an integer-valued query on a lattice (e.g. a decoded cluster sum in
+    quantized units, whose L2 sensitivity is ``C * 2**bits``); ``sigma2`` is the
+    discrete Gaussian parameter in the same units (:func:`lattice_sigma2`). With
+    sensitivity ``Delta`` the release is ``Delta^2 / (2 sigma2)``-zCDP (CKS 2020,
+    Theorem 4); the ledger's ``"discrete_gaussian"`` records account it.
+
+    >>> from crypto.rng import DeterministicRandom
+    >>> value = np.zeros(3, np.int64)
+    >>> discrete_gaussian_mechanism(value, sigma2=4, rng=DeterministicRandom(0)).dtype
+    dtype('int64')
+    """
+    array = np.asarray(value)
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ParameterError("value", f"must be an integer array, not dtype {array.dtype}")
+    return array.astype(np.int64) + discrete_gaussian(sigma2, array.shape, rng=rng)
 
 
 def distributed_noise_share(
@@ -172,38 +248,26 @@ def distributed_noise_share(
     *,
     sigma_total: float,
     n_contributors: int,
-    scale: float,
+    scale: int | float,
     rng: RandomSource,
 ) -> NDArray[np.int64]:
     """One contributor's integer noise, added to its quantized vector before sharing.
 
-    Each of the ``m = n_contributors`` members of a sum draws
-    ``round(N(0, sigma_q^2 / m))`` per entry, where ``sigma_q = sigma_total * scale``
-    is the target std in quantized units (``scale = s = 2^bits`` of DESIGN.md section
-    2). The decoded sum then carries noise with variance
+    Each of ``n = n_contributors`` members of a sum draws ``N_Z(0, sigma_i^2)`` per entry
+    (exactly, :mod:`crypto.dp.discrete`) with ``sigma_i^2 = lattice_sigma2(sigma_total,
+    scale=s, shares=n) >= (sigma_total * s)^2 / n`` in quantized units (``s = 2^bits``,
+    DESIGN.md section 2). The decoded sum of ``n`` shares then carries noise of variance
+    just below ``n sigma_i^2 >= (sigma_total s)^2``, i.e. ``sigma_total^2`` in real units,
+    with no rounding term. It is a *distributed* discrete Gaussian: close to, but not
+    exactly, ``N_Z(0, n sigma_i^2)``; its privacy is
+    :func:`crypto.dp.accounting.discrete_gaussian_rho` with ``shares = n``.
 
-        m * Var(round(N(0, sigma_q^2 / m))) ~= sigma_q^2 + m / 12
+    ``n`` must be the number of shares a decoded sum is *guaranteed* to hold (the
+    smallest member set a participant accepts, after dropouts): a sum with more shares
+    only has more noise. Shares of colluding contributors do not protect the others.
 
-    in quantized units, i.e. ``sigma_total^2`` in real units plus the rounding term
-    ``m / (12 s^2)``, which is negligible for the per-share std this function admits
-    (at least :data:`MIN_SHARE_STD` unit).
-
-    ``sigma_total`` is the std in real units on the decoded *sum*. For the GDP
-    calibration of a cluster mean take ``sigma_total = z * C`` (sum sensitivity ``C``);
-    after division by ``m`` the mean carries ``z * C / m`` as in :func:`gdp_sigma`.
-
-    Accounting convention (an approximation, stated here on purpose): the ledger
-    records the release as a Gaussian mechanism with std ``sigma_total`` on the sum.
-    The sum of ``m`` rounded Gaussians is not exactly Gaussian; a rigorous analysis
-    would use the distributed discrete Gaussian (Kairouz, Liu & Steinke 2021). The
-    extra rounding noise does not reduce the noise variance, and for per-share std
-    ``>= 1`` the lattice distribution is close to the continuous one. The convention
-    also assumes that all ``m`` contributors add their share: with dropouts, or when
-    ``t`` colluding contributors subtract their own noise, only ``(m - t) / m`` of the
-    variance protects the others.
-
-    The noise magnitude must also fit the field's overflow bound (DESIGN.md section
-    2): the parameter object should budget a tail of a few tens of ``sigma_q``.
+    The noise must fit the field's overflow bound (DESIGN.md section 2);
+    :class:`crypto.dp.distributed.DistributedNoise` budgets it.
 
     >>> from crypto.rng import DeterministicRandom
     >>> share = distributed_noise_share(
@@ -212,16 +276,15 @@ def distributed_noise_share(
     >>> share.dtype, share.shape
     (dtype('int64'), (16, 512))
     """
-    sigma_q = _positive("sigma_total", sigma_total) * _positive("scale", scale)
-    share_std = sigma_q / math.sqrt(_positive_int("n_contributors", n_contributors))
-    if share_std < MIN_SHARE_STD:
+    sigma2 = lattice_sigma2(sigma_total, scale=scale, shares=n_contributors)
+    if sigma2 < Fraction(MIN_SHARE_SIGMA) ** 2:
         raise ParameterError(
             "sigma_total",
-            f"gives a per-contributor std of {share_std:.3g} quantized units; it must be "
-            f">= {MIN_SHARE_STD} (raise sigma_total or scale, or lower n_contributors)",
+            f"gives a per-contributor sigma of {math.sqrt(sigma2):.3g} quantized units; it "
+            f"must be >= {MIN_SHARE_SIGMA} (raise sigma_total or scale, or lower n_contributors)",
         )
-    if share_std > 2.0**52:
+    if sigma2 > MAX_SIGMA2:
         raise ParameterError(
-            "sigma_total", f"gives a per-contributor std of {share_std:.3g} > 2**52 units"
+            "sigma_total", f"gives a per-contributor sigma of {math.sqrt(sigma2):.3g} > 2**40 units"
         )
-    return np.rint(share_std * rng.standard_normal(shape)).astype(np.int64)
+    return discrete_gaussian(sigma2, shape, rng=rng)

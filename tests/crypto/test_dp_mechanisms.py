@@ -14,6 +14,7 @@ import importlib
 import math
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +23,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from crypto.dp.discrete import discrete_gaussian_variance
 from crypto.dp.mechanisms import (
-    MIN_SHARE_STD,
+    MIN_SHARE_SIGMA,
     clip_entries,
     clip_l2,
+    discrete_gaussian_mechanism,
     distributed_noise_share,
     gaussian_mechanism,
     gdp_sigma,
+    lattice_sigma2,
     ldp_noisy_gradient,
     mean_sensitivity,
 )
@@ -180,7 +184,7 @@ def test_ldp_noise_clips_then_adds_z_times_clip_norm() -> None:
 # --- distributed noise ------------------------------------------------------------------
 
 
-def _summed_shares(shape: tuple[int, ...], sigma_total: float, m: int, scale: float) -> np.ndarray:
+def _summed_shares(shape: tuple[int, ...], sigma_total: float, m: int, scale: int) -> np.ndarray:
     total = np.zeros(shape, dtype=np.int64)
     for i in range(m):
         share = distributed_noise_share(
@@ -197,10 +201,11 @@ def _summed_shares(shape: tuple[int, ...], sigma_total: float, m: int, scale: fl
 
 
 def test_distributed_shares_sum_to_the_target_variance() -> None:
-    sigma_total, m, scale = 0.01, 5, 2.0**12  # sigma_q = 40.96, per-share std 18.3
-    total = _summed_shares((200, 500), sigma_total, m, scale)
-    sigma_q = sigma_total * scale
-    target_var = sigma_q**2 + m / 12  # documented: rounding adds m/12
+    sigma_total, m, scale = 0.01, 5, 2**12  # sigma_q = 40.96, per-share sigma 18.3
+    total = _summed_shares((100, 500), sigma_total, m, scale)
+    sigma2 = lattice_sigma2(sigma_total, scale=scale, shares=m)
+    target_var = m * discrete_gaussian_variance(sigma2)  # exact, no rounding term
+    assert target_var == pytest.approx((sigma_total * scale) ** 2, rel=1e-6)
     n = total.size
     # Var of the sample variance of n normals: 2 var^2 / n.
     assert abs(total.var() - target_var) <= Z_BOUND * target_var * math.sqrt(2 / n)
@@ -209,24 +214,56 @@ def test_distributed_shares_sum_to_the_target_variance() -> None:
     assert (total / scale).std() == pytest.approx(sigma_total, rel=0.02)
 
 
-def test_distributed_rounding_term_is_as_documented() -> None:
-    # Per-share std exactly 1 unit: the rounding term m/12 is 1/12 of the total, far
-    # outside the statistical error, so this pins the documented formula.
-    m, scale = 4, 1.0
-    sigma_total = math.sqrt(m) * MIN_SHARE_STD
-    total = _summed_shares((400, 500), sigma_total, m, scale)
-    target_var = sigma_total**2 + m / 12
+def test_distributed_shares_have_no_rounding_term() -> None:
+    # Per-share sigma exactly 1 unit: the old rounded-Gaussian shares added m/12 = 1/3 to
+    # the variance of the sum (13 standard errors here); discrete Gaussian shares add none.
+    m, scale = 4, 1
+    total = _summed_shares((100, 500), 2.0, m, scale)
+    target_var = m * discrete_gaussian_variance(lattice_sigma2(2.0, shares=m))
+    assert target_var == pytest.approx(4.0, abs=1e-3)
     n = total.size
     assert abs(total.var() - target_var) <= Z_BOUND * target_var * math.sqrt(2 / n)
 
 
-def test_distributed_share_refuses_a_std_below_one_unit() -> None:
+def test_distributed_share_refuses_a_sigma_below_half_a_unit() -> None:
     with pytest.raises(ParameterError) as info:
         distributed_noise_share(
             3, sigma_total=1e-4, n_contributors=4, scale=2.0**10, rng=DeterministicRandom(0)
         )
     assert info.value.parameter == "sigma_total"
     assert "quantized units" in str(info.value)
+    assert str(MIN_SHARE_SIGMA) in str(info.value)
+
+
+@given(
+    sigma=st.floats(min_value=1e-3, max_value=1e3),
+    bits=st.integers(0, 30),
+    shares=st.integers(1, 1000),
+)
+@settings(max_examples=200)
+def test_lattice_sigma2_never_rounds_the_noise_down(sigma: float, bits: int, shares: int) -> None:
+    got = lattice_sigma2(sigma, scale=2**bits, shares=shares)
+    exact = (Fraction(sigma) * 2**bits) ** 2 / shares
+    assert got >= exact
+    assert got - exact <= exact * Fraction(2, 2**40) + Fraction(1, 2**16)
+    assert got.denominator <= 2**16
+
+
+def test_discrete_gaussian_mechanism_adds_integer_noise_of_the_given_parameter() -> None:
+    value = np.arange(-50_000, 50_000, dtype=np.int64).reshape(200, 500)
+    noisy = discrete_gaussian_mechanism(value, sigma2=Fraction(625, 4), rng=DeterministicRandom(3))
+    assert noisy.dtype == np.int64
+    assert noisy.shape == value.shape
+    noise = (noisy - value).ravel()
+    _assert_std(noise.astype(np.float64), math.sqrt(discrete_gaussian_variance(Fraction(625, 4))))
+    again = discrete_gaussian_mechanism(value, sigma2=Fraction(625, 4), rng=DeterministicRandom(3))
+    np.testing.assert_array_equal(noisy, again)
+
+
+def test_discrete_gaussian_mechanism_refuses_real_values() -> None:
+    with pytest.raises(ParameterError) as info:
+        discrete_gaussian_mechanism(np.zeros(3), sigma2=1, rng=DeterministicRandom(0))
+    assert info.value.parameter == "value"
 
 
 def test_dp_core_imports_no_framework() -> None:
@@ -240,7 +277,10 @@ def test_dp_core_imports_no_framework() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
 
 
-@pytest.mark.parametrize("module", ["crypto.dp.mechanisms", "crypto.dp.accounting"])
+@pytest.mark.parametrize(
+    "module",
+    ["crypto.dp.mechanisms", "crypto.dp.accounting", "crypto.dp.discrete", "crypto.dp.distributed"],
+)
 def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

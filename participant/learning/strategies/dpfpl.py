@@ -12,10 +12,14 @@ iteration at rank ``k``) as ``L = u v + r``:
 
 The round's update ``g_i = G_after - G_before`` is clipped to L2 norm ``update_clip_norm``
 before it leaves, so the coordinator's GDP release on the cluster mean has sensitivity
-``update_clip_norm / m``; the coordinator adds ``N(0, (z_G update_clip_norm / m)^2)``
+``update_clip_norm / m``; the coordinator adds noise of std ``z_G update_clip_norm / m``
 (:func:`crypto.dp.gdp_sigma`) with the parameters from :meth:`DpFplStrategy.gdp_parameters`.
+That noise is a discrete Gaussian drawn exactly on the decoded integer sum (quantization grid,
+:func:`crypto.aggregation.decode_cluster_mean`), and the uploaded ``g_i`` is re-clipped so that
+its *quantized* norm obeys the federation's clip (:func:`crypto.aggregation.quantize_update`).
 Each step is two LDP Gaussian releases (``grad_u`` and ``grad_v``), each of sensitivity ``C``
-and noise multiplier ``z_L`` (:meth:`DpFplStrategy.ldp_parameters`), for the privacy ledger.
+and noise multiplier ``z_L`` (:meth:`DpFplStrategy.ldp_parameters`), for the privacy ledger;
+that noise is floating-point on purpose (see :func:`crypto.dp.ldp_noisy_gradient`).
 """
 
 from __future__ import annotations

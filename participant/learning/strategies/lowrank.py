@@ -98,7 +98,9 @@ def privatize_gradient(
     """``clip_l2(grad, C) + N(0, (z C)^2)`` per entry via :mod:`crypto.dp`; ``z = 0``: clip only.
 
     The noise comes from ``rng`` (never torch's generator); the result has ``gradient``'s shape,
-    dtype and device.
+    dtype and device. It is floating-point (Box-Muller), not the discrete sampler: the noisy
+    gradient stays inside local training and is never shared or published as such, see
+    :func:`crypto.dp.ldp_noisy_gradient` for why that is acceptable and what it does not prove.
     """
     array = gradient.detach().cpu().double().numpy()
     if noise_multiplier == 0.0:
