@@ -13,15 +13,25 @@ Overflow is a correctness bug: each decoded quantity must stay below ``(p-1)/2``
 With ``m <= N`` members per cluster, ``s = 2**bits`` and clip bound ``B``:
 
 * linear sums: ``N * s * B < (p-1)/2``;
-* point-centre distances, per decoded chunk: ``L_c * (2 * N * s * B)**2 < (p-1)/2`` with
-  ``L_c = ceil(r / K_c)`` the chunk length (chunks are lifted to integers before the
-  coordinator adds them up);
+* point-centre distances: ``L_c * (2 * N * s * B)**2 < (p-1)/2`` with ``L_c = r`` (the
+  distance stage always has ``K_c = 1``, below);
 * centre-centre distances: ``L_c * (2 * M2 * s * B)**2 < (p-1)/2`` with
   ``M2 = floor(N/2) * ceil(N/2)``, the largest ``m_c * m_c'`` for disjoint clusters.
 
 :class:`CryptoParams` refuses any configuration that could wrap, naming the parameter
 and the limit; :func:`choose_code` and :meth:`CryptoParams.for_federation` pick ``K``,
 ``T`` and the largest safe ``bits``.
+
+Two rules protect what the coordinator decodes (docs/protocol.md, "Parameters"):
+
+* the distance stage uses ``K_c = 1``: with ``K_c > 1`` the degree-2 decode yields the
+  ``K_c`` per-chunk partial sums of each squared distance, and when ``r <= K_c`` each
+  chunk is one coordinate, so the coordinator would read ``(x_{i,l} - mu_l)**2``
+  coordinate by coordinate. With one chunk the only value at the data point is the total;
+* every stage's recovery threshold ``R`` exceeds ``N/2``: a coordinator that shows two
+  different requests to two groups of participants needs ``R`` answers to each, and two
+  sets of more than ``N/2`` participants share one, who answers only one request per
+  stage. So at most one of the two can be decoded (equivocation).
 """
 
 from __future__ import annotations
@@ -173,6 +183,9 @@ class CryptoParams:
         aggregation_code, aggregation_field: LCC code and field of cluster sums.
         l2_clip: ``C``, L2 bound of one participant's (real-valued) update.
         min_aggregation_size: smallest member set a participant will sum over.
+        min_reference_size: smallest reference set (cluster or probe, and what a probe
+            leaves of its cluster) a participant will compute distances to; 1 would allow
+            distances to single participants' prompts, which the default 2 refuses.
         max_clusters: upper bound on the number of clusters.
     """
 
@@ -188,6 +201,7 @@ class CryptoParams:
     )
     l2_clip: float = 10.0
     min_aggregation_size: int = 3
+    min_reference_size: int = 2
     max_clusters: int = 8
 
     def __post_init__(self) -> None:
@@ -206,8 +220,19 @@ class CryptoParams:
                 "min_aggregation_size",
                 f"must be an int in [2, {n}], not {self.min_aggregation_size!r}",
             )
+        if not isinstance(self.min_reference_size, int) or not 1 <= self.min_reference_size <= n:
+            raise ParameterError(
+                "min_reference_size",
+                f"must be an int in [1, {n}], not {self.min_reference_size!r}",
+            )
         if not isinstance(self.max_clusters, int) or self.max_clusters < 1:
             raise ParameterError("max_clusters", f"must be an int >= 1, not {self.max_clusters!r}")
+        if self.clustering_code.k != 1:
+            raise ParameterError(
+                "clustering_code",
+                f"must have K = 1, not {self.clustering_code.k}: with K > 1 the coordinator "
+                "decodes per-chunk partial distances (see the module docstring)",
+            )
         self._check_code("clustering_code", self.clustering_code, self.clustering_field, degree=2)
         self._check_code(
             "aggregation_code", self.aggregation_code, self.aggregation_field, degree=1
@@ -221,6 +246,14 @@ class CryptoParams:
                 name,
                 f"K={code.k}, T={code.t} needs N >= {degree}*(K+T-1)+1 = {need} for a degree-"
                 f"{degree} stage, but N = {self.n_participants}",
+            )
+        if 2 * need <= self.n_participants:
+            raise ParameterError(
+                name,
+                f"K={code.k}, T={code.t} decodes the degree-{degree} stage from {need} of "
+                f"N = {self.n_participants} results; it must need more than N/2 so that a "
+                "coordinator cannot decode two different requests from two halves "
+                "(equivocation): raise T or tolerate fewer dropouts",
             )
         if code.k + code.t + self.n_participants >= spec.prime:
             raise ParameterError(name, f"needs K+T+N < p = {spec.prime} for distinct points")
@@ -295,13 +328,32 @@ class CryptoParams:
         **kwargs: Any,
     ) -> CryptoParams:
         """Parameters tolerating ``floor(f_d * N)`` dropouts and ``max(1, floor(f_c * N))``
-        colluders in both stages, with the largest safe quantization ``bits``."""
+        colluders in both stages, with the largest safe quantization ``bits``.
+
+        The distance stage has ``K_c = 1`` and ``T_c = max(T, ceil(floor(N/2) / 2))``, the
+        smallest ``T_c >= T`` whose threshold ``2 T_c + 1`` exceeds ``N/2`` (module doc);
+        the aggregation stage's threshold ``N - dropouts`` exceeds ``N/2`` when fewer than
+        half may drop out.
+        """
         n = n_participants
         dropouts = math.floor(dropout_fraction * n)
         colluders = max(1, math.floor(collusion_fraction * n))
-        c_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=2)
+        if 2 * dropouts >= n:
+            raise ParameterError(
+                "dropout_fraction",
+                f"= {dropout_fraction} tolerates {dropouts} of {n} dropouts; fewer than half "
+                "may drop out, or two halves could each be decoded (equivocation)",
+            )
+        t_c = max(colluders, -(-(n // 2) // 2))
+        if 2 * t_c + 1 > n - dropouts:
+            raise ParameterError(
+                "collusion_fraction",
+                f"= {collusion_fraction} with {dropouts} dropouts leaves no distance-stage "
+                f"code among {n} participants (need 2*T+1 <= N - dropouts with T = {t_c})",
+            )
+        c_code = CodeSpec(k=1, t=t_c)
         a_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=1)
-        chunk = -(-reduced_dim // c_code.k)
+        chunk = reduced_dim
         c_bits = largest_safe_bits(
             prime=clustering_prime, clip=clustering_clip, n_participants=n, degree=2, chunk=chunk
         )

@@ -6,8 +6,12 @@ checks, for that stage of that round:
 
 * aggregation: the member sets are pairwise disjoint and each has at least
   ``min_aggregation_size`` members;
-* distances: the cluster sets are pairwise disjoint; there is at most one singleton
-  candidate per cluster, and it is a member of that cluster;
+* distances: the cluster sets are pairwise disjoint and each has at least
+  ``min_reference_size`` members; there is at most one probe per cluster, a proper subset
+  of it, and both the probe and what it leaves of its cluster have at least
+  ``min_reference_size`` members (the centre of the rest is a known combination of the
+  other two, so it is a reference set too). With the default ``min_reference_size = 2``
+  no centre is ever one participant's prompt (docs/protocol.md, "Refusal rules");
 * every member named delivered a share the participant could authenticate;
 * it has not already answered a *different* request for the same stage
   (:func:`request_digest` of the request is stored and compared).
@@ -26,9 +30,11 @@ from crypto.errors import RefusalError
 from crypto.secpc import ReferenceSets
 
 __all__ = [
+    "aggregation_request_digest",
     "check_aggregation_request",
     "check_distance_request",
     "check_same_request",
+    "distance_request_digest",
     "request_digest",
 ]
 
@@ -70,22 +76,46 @@ def check_aggregation_request(
         _check_shares(members, have_shares_from)
 
 
-def check_distance_request(refs: ReferenceSets, *, have_shares_from: Collection[int]) -> None:
+def check_distance_request(
+    refs: ReferenceSets, *, have_shares_from: Collection[int], min_reference_size: int
+) -> None:
     """Refuse unless the distance request is safe to answer (module docstring)."""
     _check_disjoint([m for _, m in refs.clusters])
     clusters = dict(refs.clusters)
+    for c, members in refs.clusters:
+        if len(members) < min_reference_size:
+            raise RefusalError(
+                "set_too_small",
+                f"cluster {c} has {len(members)} members, fewer than the minimum "
+                f"{min_reference_size} for a reference set",
+            )
     seen: set[int] = set()
-    for c, k in refs.candidates:
+    for c, probe in refs.probes:
         if c in seen:
-            raise RefusalError("duplicate_candidate", f"cluster {c} has two candidates")
+            raise RefusalError("duplicate_probe", f"cluster {c} has two probes")
         seen.add(c)
-        if k not in clusters.get(c, ()):
-            raise RefusalError("candidate_not_member", f"candidate {k} is not in cluster {c}")
+        members = clusters.get(c, ())
+        if not set(probe) < set(members):
+            raise RefusalError(
+                "probe_not_subset", f"the probe of cluster {c} is not a proper subset of it"
+            )
+        if min(len(probe), len(members) - len(probe)) < min_reference_size:
+            raise RefusalError(
+                "set_too_small",
+                f"the probe of cluster {c} splits it {len(probe)} / "
+                f"{len(members) - len(probe)}, below the minimum {min_reference_size}",
+            )
     _check_shares(refs.participants, have_shares_from)
 
 
 def request_digest(request: Any) -> str:
-    """SHA-256 of the canonical JSON of a request (sorted keys, no whitespace)."""
+    """SHA-256 of the canonical JSON of a request (sorted keys, no whitespace).
+
+    Both sides compute it from the request's *meaning* (:func:`distance_request_digest`,
+    :func:`aggregation_request_digest`): the participant stores the digest of the request
+    it answered and sends it with its result; the coordinator accepts a result only with
+    the digest of the request it holds, so results of two different requests for one
+    stage are never decoded together (docs/protocol.md, "Equivocation")."""
     blob = json.dumps(request, sort_keys=True, separators=(",", ":"), default=list)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -96,3 +126,31 @@ def check_same_request(previous: str | None, digest: str) -> None:
         raise RefusalError(
             "conflicting_request", "a different request for this stage was already answered"
         )
+
+
+def distance_request_digest(federation_id: str, round_number: int, refs: ReferenceSets) -> str:
+    """:func:`request_digest` of a distance request."""
+    return request_digest(
+        {
+            "federation": federation_id,
+            "round": round_number,
+            "stage": "distances",
+            "participants": list(refs.participants),
+            "clusters": [[c, list(m)] for c, m in refs.clusters],
+            "probes": [[c, list(m)] for c, m in refs.probes],
+        }
+    )
+
+
+def aggregation_request_digest(
+    federation_id: str, round_number: int, member_sets: Sequence[Sequence[int]]
+) -> str:
+    """:func:`request_digest` of an aggregation request (its member sets, in order)."""
+    return request_digest(
+        {
+            "federation": federation_id,
+            "round": round_number,
+            "stage": "aggregation",
+            "sets": [list(m) for m in member_sets],
+        }
+    )

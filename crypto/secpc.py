@@ -1,8 +1,12 @@
-"""SecPC distance stage on Lagrange-coded shares (DESIGN.md section 4, steps 1-3).
+"""SecPC distance stage on Lagrange-coded shares (docs/protocol.md, "Distance stage").
 
 Reference sets of one round (:class:`ReferenceSets`): the clusters ``M_c`` and, for some
-clusters, a singleton candidate ``{k}``. Participant ``j`` holds ``share_j(x_i)`` (length
-``L = ceil(r/K)``) for every participant ``i`` and computes, mod p,
+clusters, one *probe* ``P_c``: a proper subset of ``M_c`` (DESIGN.md section 4 used a
+singleton candidate ``{k}`` here; a probe has at least ``min_reference_size`` members, and
+so has ``M_c \\ P_c``, so no centre the coordinator learns a distance to is one
+participant's prompt). Participant ``j`` holds ``share_j(x_i)`` (length ``L = ceil(r/K)``;
+the distance stage uses ``K = 1``, so ``L = r`` and the decoded value is the whole squared
+distance, never a per-chunk partial sum) for every participant ``i`` and computes, mod p,
 
 * ``delta_j(i, S) = sum_l (m_S * share_j(x_i)_l - Sum_j(S)_l)**2`` for every ``i`` and
   reference set ``S`` of size ``m_S``, where ``Sum_j(S) = sum_{i' in S} share_j(x_i')``;
@@ -10,9 +14,11 @@ clusters, a singleton candidate ``{k}``. Participant ``j`` holds ``share_j(x_i)`
   ``c < c'``.
 
 Both are degree-2 polynomials in the shares, so the coordinator decodes them from
-``2(K+T-1)+1`` results, lifts each chunk's value to an integer, sums the ``K`` chunks and
-rescales: ``D[i, S] = dec / (s**2 * m_S**2)`` is the squared distance of ``x_i`` to the
-centre (mean) of ``S``; ``E[c, c'] = dec / (s**2 * m_c**2 * m_c'**2)`` the squared
+``2(K+T-1)+1`` results, lifts each value to an integer and rescales (for a code with
+``K > 1``, which :class:`~crypto.params.CryptoParams` refuses for this stage, the ``K``
+chunk values would be summed here, after the coordinator had seen each of them):
+``D[i, S] = dec / (s**2 * m_S**2)`` is the squared distance of ``x_i`` to the centre
+(mean) of ``S``; ``E[c, c'] = dec / (s**2 * m_c**2 * m_c'**2)`` the squared
 centre-centre distance. Units: squared distances in the real (dequantized) space.
 
 The result vector a participant uploads is laid out as ``delta`` row-major over
@@ -53,12 +59,13 @@ class ReferenceSets:
     Attributes:
         participants: the ``i`` whose distances are wanted (those who shared), sorted.
         clusters: ``(cluster id, members)`` in increasing id order; members sorted.
-        candidates: ``(cluster id, candidate participant)``: singleton sets ``{k}``.
+        probes: ``(cluster id, members)``: a proper subset of that cluster whose centre
+            gives the split test its axis (:mod:`crypto.clustering`); members sorted.
     """
 
     participants: tuple[int, ...]
     clusters: tuple[tuple[int, tuple[int, ...]], ...]
-    candidates: tuple[tuple[int, int], ...] = ()
+    probes: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if list(self.participants) != sorted(set(self.participants)):
@@ -74,14 +81,21 @@ class ReferenceSets:
                 raise ParameterError("clusters", f"cluster {c} is empty")
             if not set(members) <= present:
                 raise ParameterError("clusters", f"cluster {c} names members that did not share")
-        for c, k in self.candidates:
-            if c not in ids or k not in present:
-                raise ParameterError("candidates", f"candidate ({c}, {k}) is unknown")
+        clusters = dict(self.clusters)
+        for c, members in self.probes:
+            if c not in clusters:
+                raise ParameterError("probes", f"probe of unknown cluster {c}")
+            if list(members) != sorted(set(members)) or not members:
+                raise ParameterError("probes", f"probe of cluster {c} must be sorted, non-empty")
+            if not set(members) < set(clusters[c]):
+                raise ParameterError(
+                    "probes", f"probe of cluster {c} must be a proper subset of its members"
+                )
 
     @property
     def sets(self) -> list[tuple[int, ...]]:
-        """Member tuples of every reference set: clusters first, then candidates."""
-        return [m for _, m in self.clusters] + [(k,) for _, k in self.candidates]
+        """Member tuples of every reference set: clusters first, then probes."""
+        return [m for _, m in self.clusters] + [m for _, m in self.probes]
 
     @property
     def cluster_pairs(self) -> list[tuple[int, int]]:

@@ -86,25 +86,26 @@ def test_aggregation_refusals() -> None:
 
 
 def test_distance_refusals() -> None:
-    refs = ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (3, 4, 5))), ((0, 2),))
-    check_distance_request(refs, have_shares_from=range(6))
+    refs = ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (3, 4, 5))))
+    check_distance_request(refs, have_shares_from=range(6), min_reference_size=2)
+    probed = ReferenceSets(tuple(range(8)), ((0, (0, 1, 2, 3)), (1, (4, 5, 6, 7))), ((0, (0, 1)),))
+    check_distance_request(probed, have_shares_from=range(8), min_reference_size=2)
+    six = tuple(range(6))
     bad = [
-        (ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (2, 4, 5)))), "overlapping_sets"),
-        (
-            ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (3, 4, 5))), ((0, 4),)),
-            "candidate_not_member",
-        ),
-        (
-            ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)),), ((0, 1), (0, 2))),
-            "duplicate_candidate",
-        ),
+        (ReferenceSets(six, ((0, (0, 1, 2)), (1, (2, 4, 5)))), "overlapping_sets"),
+        # Singleton centres: a cluster of one, a probe of one, a probe leaving one.
+        (ReferenceSets(six, ((0, (0,)), (1, (3, 4, 5)))), "set_too_small"),
+        (ReferenceSets(six, ((0, (0, 1, 2, 3, 4, 5)),), ((0, (2,)),)), "set_too_small"),
+        (ReferenceSets(six, ((0, (0, 1, 2, 3, 4, 5)),), ((0, (0, 1, 2, 3, 4)),)), "set_too_small"),
     ]
     for request, reason in bad:
         with pytest.raises(RefusalError) as info:
-            check_distance_request(request, have_shares_from=range(6))
+            check_distance_request(request, have_shares_from=range(6), min_reference_size=2)
         assert info.value.reason == reason
+    # Only an explicit policy of 1 allows singleton centres.
+    check_distance_request(bad[1][0], have_shares_from=range(6), min_reference_size=1)
     with pytest.raises(RefusalError) as info:
-        check_distance_request(refs, have_shares_from=[0, 1, 2, 3, 4])
+        check_distance_request(refs, have_shares_from=[0, 1, 2, 3, 4], min_reference_size=2)
     assert info.value.reason == "missing_share"
 
 

@@ -89,7 +89,7 @@ def test_linear_sum_at_the_bound_is_exact() -> None:
     CryptoParams(
         n_participants=n,
         reduced_dim=4,
-        clustering_code=CodeSpec(1, 1),
+        clustering_code=CodeSpec(1, 2),
         aggregation_code=CodeSpec(2, 2),
         aggregation_field=spec,
     )
@@ -107,7 +107,7 @@ def test_linear_sum_at_the_bound_is_exact() -> None:
         CryptoParams(
             n_participants=n,
             reduced_dim=4,
-            clustering_code=CodeSpec(1, 1),
+            clustering_code=CodeSpec(1, 2),
             aggregation_code=CodeSpec(2, 2),
             aggregation_field=FieldSpec(P31, bits + 1, 1.0),
         )
@@ -116,14 +116,14 @@ def test_linear_sum_at_the_bound_is_exact() -> None:
 def test_distances_at_the_bound_are_exact_and_one_more_bit_is_refused() -> None:
     # A small prime makes the bound reachable with a handful of participants.
     prime, n, r, clip = 2**31 - 1, 5, 3, 1.0
-    code_spec = CodeSpec(1, 1)
+    code_spec = CodeSpec(1, 2)
     bits = largest_safe_bits(prime=prime, clip=clip, n_participants=n, degree=2, chunk=r)
     spec = FieldSpec(prime, bits, clip)
     params = CryptoParams(
         n_participants=n,
         reduced_dim=r,
         clustering_code=code_spec,
-        aggregation_code=CodeSpec(1, 1),
+        aggregation_code=CodeSpec(1, 2),
         clustering_field=spec,
         aggregation_field=FieldSpec(P31, 8, 1.0),
         min_aggregation_size=2,
@@ -158,7 +158,7 @@ def test_distances_at_the_bound_are_exact_and_one_more_bit_is_refused() -> None:
             n_participants=n,
             reduced_dim=r,
             clustering_code=code_spec,
-            aggregation_code=CodeSpec(1, 1),
+            aggregation_code=CodeSpec(1, 2),
             clustering_field=FieldSpec(prime, bits + 1, clip),
             aggregation_field=FieldSpec(P31, 8, 1.0),
             min_aggregation_size=2,
@@ -176,3 +176,28 @@ def test_bound_is_real_past_it_the_field_wraps() -> None:
     sums = {j: F.sum(np.vstack([s[j] for s in shares]), axis=0) for j in range(n)}
     decoded = int(F.centered(code.decode(sums, degree=1).values.reshape(-1)[:1])[0])
     assert decoded != n * 2**bits
+
+
+def test_the_distance_stage_has_one_chunk_and_every_threshold_exceeds_half() -> None:
+    """Issue: per-chunk partial distances and equivocation (docs/protocol.md)."""
+    for n in (3, 8, 64, 100, 1024):
+        params = CryptoParams.for_federation(n, reduced_dim=8)
+        assert params.clustering_code.k == 1
+        assert 2 * params.clustering_code.threshold(2) > n
+        assert 2 * params.aggregation_code.threshold(1) > n
+    with pytest.raises(ParameterError, match="K = 1"):
+        CryptoParams(
+            n_participants=16,
+            reduced_dim=8,
+            clustering_code=CodeSpec(2, 4),
+            aggregation_code=CodeSpec(4, 6),
+        )
+    with pytest.raises(ParameterError, match="equivocation"):
+        CryptoParams(
+            n_participants=16,
+            reduced_dim=8,
+            clustering_code=CodeSpec(1, 3),  # 7 of 16
+            aggregation_code=CodeSpec(4, 6),
+        )
+    with pytest.raises(ParameterError, match="dropout_fraction"):
+        CryptoParams.for_federation(16, dropout_fraction=0.5)

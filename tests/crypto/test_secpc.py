@@ -26,7 +26,7 @@ def _params(n: int, r: int, k: int = 1, t: int = 1) -> CryptoParams:
         n_participants=n,
         reduced_dim=r,
         clustering_code=CodeSpec(k, t),
-        aggregation_code=CodeSpec(1, 1),
+        aggregation_code=CodeSpec(1, n // 2),
         clustering_field=FieldSpec(2**61 - 1, 16, 4.0),
         min_aggregation_size=2,
     )
@@ -37,7 +37,7 @@ def decisions(result: StepResult) -> tuple:
     return (
         result.membership,
         result.assignment,
-        [(s.parent, s.child, s.candidate, s.members) for s in result.splits],
+        [(s.parent, s.child, s.members) for s in result.splits],
         [(m.kept, m.removed) for m in result.merges],
     )
 
@@ -68,22 +68,20 @@ def coded_round(
 def scenarios(draw: st.DrawFn) -> tuple[np.ndarray, ReferenceSets, CryptoParams, int]:
     n = draw(st.integers(5, 9))
     r = draw(st.integers(2, 24))
-    k = draw(st.integers(1, 2))
-    t = 1
-    if 2 * (k + t - 1) + 1 > n:
-        k = 1
+    k = 1
+    t = -(-(n // 2) // 2)  # the smallest T whose threshold 2T+1 exceeds n/2
     labels = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     clusters = []
     for c in sorted(set(labels)):
         clusters.append((c, tuple(i for i in range(n) if labels[i] == c)))
-    candidates = tuple(
-        (c, members[draw(st.integers(0, len(members) - 1))])
+    probes = tuple(
+        (c, members[: draw(st.integers(1, len(members) - 1))])
         for c, members in clusters
-        if draw(st.booleans())
+        if len(members) > 1 and draw(st.booleans())
     )
     seed = draw(st.integers(0, 2**32))
     vectors = np.random.default_rng(seed).normal(0, 1, (n, r))
-    refs = ReferenceSets(tuple(range(n)), tuple(clusters), candidates)
+    refs = ReferenceSets(tuple(range(n)), tuple(clusters), probes)
     return vectors, refs, _params(n, r, k, t), seed
 
 
@@ -100,14 +98,14 @@ def test_coded_distances_equal_plaintext(case: tuple) -> None:
     raw = plaintext_distances(np.clip(vectors, -4, 4), refs)
     np.testing.assert_allclose(coded.point, raw.point, rtol=1e-3, atol=1e-3)
     config = ClusteringConfig(min_aggregation_size=2)
-    membership = Membership(refs.clusters, refs.candidates, next_id=3)
+    membership = Membership(refs.clusters, refs.probes, next_id=3)
     assert decisions(secpc_step(coded, membership, config)) == decisions(
         secpc_step(exact, membership, config)
     )
 
 
 def test_decode_tolerates_dropouts_within_threshold() -> None:
-    params = _params(9, 8, k=2, t=1)  # threshold 2*(2+1-1)+1 = 5 of 9
+    params = _params(9, 8, k=1, t=2)  # threshold 2*2+1 = 5 of 9
     vectors = np.random.default_rng(0).normal(0, 1, (9, 8))
     refs = ReferenceSets(tuple(range(9)), ((0, tuple(range(9))),))
     coded, real = coded_round(vectors, refs, params, seed=1, drop=4)
@@ -119,8 +117,10 @@ def test_reference_sets_validation() -> None:
         ReferenceSets((2, 1), ((0, (1, 2)),))
     with pytest.raises(ParameterError, match="did not share"):
         ReferenceSets((0, 1), ((0, (1, 2)),))
-    with pytest.raises(ParameterError, match="'candidates'"):
-        ReferenceSets((0, 1, 2), ((0, (1, 2)),), ((5, 1),))
+    with pytest.raises(ParameterError, match="'probes'"):
+        ReferenceSets((0, 1, 2), ((0, (1, 2)),), ((5, (1,)),))
+    with pytest.raises(ParameterError, match="proper subset"):
+        ReferenceSets((0, 1, 2), ((0, (1, 2)),), ((0, (1, 2)),))
 
 
 def separated_groups(
@@ -142,11 +142,14 @@ def separated_groups(
 def test_coded_secpc_finds_well_separated_groups(sizes: list[int], seed: int) -> None:
     n, r = sum(sizes), 16
     vectors, labels = separated_groups(sizes, r, seed)
-    params = _params(n, r, k=1, t=2)
+    params = _params(n, r, k=1, t=-(-(n // 2) // 2))
     config = ClusteringConfig(min_aggregation_size=2, max_clusters=6)
     membership = Membership.initial(range(n))
     for round_index in range(2 + 2 * len(sizes)):
-        refs = membership.reference_sets(range(n), min_aggregation_size=2)
+        refs = membership.reference_sets(
+            range(n), min_aggregation_size=2, min_reference_size=2, salt=f"{round_index}"
+        )
+        assert refs is not None
         coded, real = coded_round(vectors, refs, params, seed=100 + round_index)
         result = secpc_step(coded, membership, config)
         reference = secpc_step(plaintext_distances(real, refs), membership, config)
@@ -160,11 +163,14 @@ def test_coded_secpc_finds_well_separated_groups(sizes: list[int], seed: int) ->
 def test_one_compact_group_is_not_split() -> None:
     n, r = 10, 16
     vectors = np.random.default_rng(3).normal(0, 0.1, (n, r))
-    params = _params(n, r, k=1, t=2)
+    params = _params(n, r, k=1, t=3)
     config = ClusteringConfig(min_aggregation_size=2)
     membership = Membership.initial(range(n))
     for round_index in range(4):
-        refs = membership.reference_sets(range(n), min_aggregation_size=2)
+        refs = membership.reference_sets(
+            range(n), min_aggregation_size=2, min_reference_size=2, salt=f"{round_index}"
+        )
+        assert refs is not None
         coded, _ = coded_round(vectors, refs, params, seed=round_index)
         membership = secpc_step(coded, membership, config).membership
     assert [m for _, m in membership.clusters] == [tuple(range(n))]
