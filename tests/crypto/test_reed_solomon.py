@@ -358,18 +358,23 @@ def test_known_answer_small_field() -> None:
 
 
 class _FixedCoefficients:
-    """A RandomSource stand-in whose column combination is chosen by the test."""
+    """A RandomSource stand-in whose first draw (the column combination that errors are
+    located on) is chosen by the test; later draws (the consistency check's) are seeded."""
 
     def __init__(self, coeffs: list[int]) -> None:
-        self.coeffs = coeffs
+        self.coeffs: list[int] | None = coeffs
+        self.rest = DeterministicRandom("check")
 
     def field_elements(self, prime: int, shape: int | tuple[int, ...]) -> np.ndarray:
-        return np.array(self.coeffs, dtype=np.int64).reshape(shape)
+        if self.coeffs is None:
+            return self.rest.field_elements(prime, shape)
+        coeffs, self.coeffs = self.coeffs, None
+        return np.array(coeffs, dtype=np.int64).reshape(shape)
 
 
 def test_an_error_hidden_by_the_combination_is_still_refused() -> None:
     # Row 2 is wrong by (+1, -1): the combination (1, 1) cancels it; row 5 is wrong in
-    # column 0 only and is located. Row 2 must then fail the check of every column.
+    # column 0 only and is located. Row 2 must then fail the random-combination check.
     p = 65537
     code = ReedSolomonCode(PrimeField(p), tuple(range(1, 11)), 4)
     words, _ = _codeword(p, list(code.points), 4, 2, DeterministicRandom(1))
