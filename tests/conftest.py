@@ -1,7 +1,8 @@
 """Shared fixtures: databases for the coordinator tests.
 
 PostgreSQL runs on 127.0.0.1:5432 (trust auth, user postgres). When it does not
-answer, its tests are skipped, except under ``CI=true`` where they fail. Every test
+answer, its tests are skipped, except under ``CI=true`` where they fail; the same holds
+for Debian's ``dataset-fashion-mnist`` (the ``fashion`` image domain). Every test
 session creates its own databases (``secfpp_test_<random>_...``) and drops them at
 the end; each test gets a fresh, migrated database (copied from a migrated template),
 so tests never share state.
@@ -100,6 +101,31 @@ def postgres() -> Iterator[PostgresDatabases]:
     databases = PostgresDatabases()
     yield databases
     databases.drop_all()
+
+
+def require_fashion_mnist() -> Path:
+    """Debian's Fashion-MNIST files, or skip (fail under CI=true, naming the install command)."""
+    from participant.data.fashion import FashionMNISTNotInstalledError, fashion_mnist_dir
+
+    try:
+        return fashion_mnist_dir()
+    except FashionMNISTNotInstalledError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist() -> Path:
+    """The folder of the Fashion-MNIST package (see :func:`require_fashion_mnist`)."""
+    return require_fashion_mnist()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test parametrized over the offline domains needs the package for ``domain="fashion"``."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("domain") == "fashion":
+        require_fashion_mnist()
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,12 @@
-"""Offline image data for tests and the demo: everything ships inside installed packages."""
+"""Offline image data for tests and the demo: everything ships inside installed packages
+(Python packages, fonts, and Debian's ``dataset-fashion-mnist``)."""
 
 from participant.data.synthetic import (
     DOMAINS,
     IMAGE_SIZE,
     DomainData,
     DomainSpec,
+    fashion_mnist,
     handwritten_digits,
     load_domain,
     printed_digits,
@@ -16,6 +18,7 @@ __all__ = [
     "IMAGE_SIZE",
     "DomainData",
     "DomainSpec",
+    "fashion_mnist",
     "handwritten_digits",
     "load_domain",
     "printed_digits",

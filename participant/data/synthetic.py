@@ -1,4 +1,4 @@
-"""Three small image domains built from data that ships inside installed packages (no downloads).
+"""The offline image domains: data that ships inside installed packages (no downloads).
 
 =====================  =========================================================  =======  ======
 domain                 source                                                     train    test
@@ -9,30 +9,39 @@ domain                 source                                                   
 ``printed_digits``     "0".."9" rendered from 12 DejaVu fonts (matplotlib)        2,880    480
 ``printed_letters``    "a".."z" and "A".."Z" rendered from the same fonts;         3,120    624
                        26 classes, both cases in each class
+``fashion``            Fashion-MNIST from Debian's ``dataset-fashion-mnist``      5,600    1,400
+                       (:mod:`participant.data.fashion`); white on black
 =====================  =========================================================  =======  ======
 
 Every image is ``(32, 32, 3)`` uint8 RGB. Class names are what CoOp puts after its context tokens,
-so they read on their own: ``"zero"``..``"nine"`` and ``"letter a"``..``"letter z"`` (a bare
-``"a"`` would collide with the article).
+so they read on their own: ``"zero"``..``"nine"``, ``"letter a"``..``"letter z"`` (a bare
+``"a"`` would collide with the article) and ``"t-shirt"``..``"ankle boot"``. Digits, letters and
+clothing share no class name, so each is a different task, not only a different look.
 
 Splits are deterministic functions of ``seed``. Handwritten digits: a per-class seeded permutation
 holds out 20% of each class. Printed domains: sample ``i`` is a pure function of
 ``(seed, domain, i)`` (class ``i mod C``, then case and font cycle, jitter from a per-sample
 generator); the held-out renderings are the indices after the training ones, so they use the same
-fonts with unseen jitter, ink, paper and noise.
+fonts with unseen jitter, ink, paper and noise. Fashion: see :mod:`participant.data.fashion`.
 """
 
 from __future__ import annotations
 
 import functools
 import string
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from PIL import Image
 
+from participant.data.base import (
+    IMAGE_SIZE,
+    DomainData,
+    DomainSpec,
+    Split,
+    check_split,
+    gray_to_rgb,
+)
+from participant.data.fashion import FASHION_NAMES, fashion_mnist
 from participant.data.glyphs import FONT_NAMES, render_glyph
 
 __all__ = [
@@ -43,14 +52,12 @@ __all__ = [
     "DomainData",
     "DomainSpec",
     "Split",
+    "fashion_mnist",
     "handwritten_digits",
     "load_domain",
     "printed_digits",
     "printed_letters",
 ]
-
-IMAGE_SIZE = 32
-Split = Literal["train", "test"]
 
 DIGIT_NAMES: tuple[str, ...] = (
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
@@ -60,70 +67,6 @@ LETTER_NAMES: tuple[str, ...] = tuple(f"letter {c}" for c in string.ascii_lowerc
 _HANDWRITTEN_TEST_FRACTION = 0.2
 # MNIST digits are size-normalised into a 20x20 box; sklearn's are scaled to the same box.
 _MNIST_BOX = 20
-
-
-@dataclass(frozen=True)
-class DomainSpec:
-    """What a domain is: its classes, the natural zero-shot prompt for them, and its loader.
-
-    ``prompt_template`` contains ``{}`` where the class name goes (CoOp's hand-crafted baseline).
-    """
-
-    name: str
-    class_names: tuple[str, ...]
-    prompt_template: str
-    loader: Callable[..., DomainData]
-
-    def load(self, split: Split = "train", *, seed: int = 0) -> DomainData:
-        """One split of this domain (see the module docstring for how splits are drawn)."""
-        return self.loader(split, seed=seed)
-
-    def prompts(self) -> list[str]:
-        """One prompt per class, in label order."""
-        return [self.prompt_template.format(name) for name in self.class_names]
-
-
-@dataclass(frozen=True)
-class DomainData:
-    """One split of one domain.
-
-    Attributes:
-        domain: the domain's name (a key of :data:`DOMAINS`).
-        images: ``(N, 32, 32, 3)`` uint8 RGB.
-        labels: ``(N,)`` int64, indices into ``class_names``.
-        class_names: the domain's classes, in label order.
-        sources: ``(N,)`` str, where each image came from (``"mnist"``, ``"sklearn"`` or a font
-            name), for partitions that skew features across participants.
-    """
-
-    domain: str
-    images: np.ndarray
-    labels: np.ndarray
-    class_names: tuple[str, ...]
-    sources: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.labels.shape[0])
-
-    def subset(self, indices: np.ndarray) -> DomainData:
-        """The samples at ``indices`` (an index or boolean array), same domain and classes."""
-        return DomainData(
-            domain=self.domain,
-            images=self.images[indices],
-            labels=self.labels[indices],
-            class_names=self.class_names,
-            sources=self.sources[indices],
-        )
-
-
-def _check_split(split: str) -> None:
-    if split not in ("train", "test"):
-        raise ValueError(f"Argument 'split' must be 'train' or 'test', not {split!r}")
-
-
-def _gray_to_rgb(gray: np.ndarray) -> np.ndarray:
-    """``(N, H, W)`` uint8 -> ``(N, H, W, 3)`` uint8."""
-    return np.repeat(gray[..., None], 3, axis=-1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -159,7 +102,7 @@ def handwritten_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
 
     ``seed`` chooses the held-out samples.
     """
-    _check_split(split)
+    check_split(split)
     images, labels, sources = _handwritten_all()
     rng = np.random.default_rng([seed, 0])
     test = np.zeros(len(labels), dtype=bool)
@@ -170,7 +113,7 @@ def handwritten_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
     keep = test if split == "test" else ~test
     return DomainData(
         domain="handwritten_digits",
-        images=_gray_to_rgb(images[keep]),
+        images=gray_to_rgb(images[keep]),
         labels=labels[keep].copy(),
         class_names=DIGIT_NAMES,
         sources=sources[keep].copy(),
@@ -195,7 +138,7 @@ def _render_domain(
     the training split is the first ``train_repeats`` repeats, the test split the next
     ``test_repeats``.
     """
-    _check_split(split)
+    check_split(split)
     n_classes = len(class_names)
     n_cases = len(class_chars[0])
     per_repeat = n_classes * n_cases * len(FONT_NAMES)
@@ -259,6 +202,7 @@ DOMAINS: dict[str, DomainSpec] = {
         ),
         DomainSpec("printed_digits", DIGIT_NAMES, "a photo of the digit {}.", printed_digits),
         DomainSpec("printed_letters", LETTER_NAMES, "a photo of the {}.", printed_letters),
+        DomainSpec("fashion", FASHION_NAMES, "a photo of a {}.", fashion_mnist),
     )
 }
 

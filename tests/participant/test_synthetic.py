@@ -13,6 +13,7 @@ EXPECTED_SIZES = {
     "handwritten_digits": (5438, 1359),
     "printed_digits": (2880, 480),
     "printed_letters": (3120, 624),
+    "fashion": (5600, 1400),  # needs dataset-fashion-mnist (tests/conftest.py)
 }
 
 
