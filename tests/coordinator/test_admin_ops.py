@@ -87,7 +87,7 @@ def test_round_control(harness: Any, problem: Any) -> None:
     assert h.run_round() == number + 1
     problem(h.client.get(f"/v1/federations/{h.id}/rounds/9", headers=ADMIN), 404, "round_not_found")
     problem(h.client.get("/v1/federations/nope", headers=ADMIN), 404, "federation_not_found")
-    listed = h.client.get("/v1/federations", headers=ADMIN).json()
+    listed = h.client.get("/v1/federations", headers=ADMIN).json()["items"]
     assert [f["current_round"] for f in listed] == [number + 1]
 
 
@@ -168,22 +168,27 @@ def test_a_refusal_drops_the_participant_for_the_round(harness: Any) -> None:
     assert "refusal" in kinds
 
 
-def test_split_rule_is_configurable_and_validated(
+def test_split_threshold_is_configurable_and_validated(
     client: TestClient, make_harness: Any, problem: Any, snapshot: Any
 ) -> None:
-    """'singleton' (DESIGN.md's rule alone) records no axis statistic; bad values: 422."""
+    """The probe split test's threshold and trimming are settings; bad values: 422."""
     before = snapshot()
-    for bad in ({"split_rule": "nearest"}, {"axis_split_ratio": 0}, {"axis_split_ratio": 1.5}):
+    for bad in (
+        {"split_threshold": 0},
+        {"split_threshold": 1.5},
+        {"max_trim": 9},
+        {"trim_factor": 1.0},
+        {"split_rule": "nearest", "unknown": 1},
+    ):
         r = client.post("/v1/federations", json=federation_request(clustering=bad), headers=ADMIN)
         problem(r, 422, "invalid_request")
     assert snapshot() == before
-    h = make_harness(client, clustering={"split_rule": "singleton"})
-    h.run_round()
-    second = h.status(h.run_round())
-    detail = next(e["detail"] for e in second["events"] if "split_ratios" in e["detail"])
+    h = make_harness(client, clustering={"split_threshold": 0.2})
+    first = h.status(h.run_round())
+    detail = next(e["detail"] for e in first["events"] if "split_ratios" in e["detail"])
     assert set(detail["split_ratios"]) == {"0"}
-    assert detail["axis_ratios"] == {}
-    assert sorted(sorted(c["members"]) for c in second["next_clusters"]) == [
+    assert detail["decoded_distances"] > 0
+    assert sorted(sorted(c["members"]) for c in first["next_clusters"]) == [
         [0, 1, 2, 3],
         [4, 5, 6, 7],
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 from typing import Any
 
@@ -282,7 +283,7 @@ def test_invalid_federation_config(harness: Any, snapshot: Any, problem: Any) ->
             "n_participants": 8,
             "crypto": {
                 "reduced_dim": 16,
-                "clustering_code": {"k": 2, "t": 1},
+                "clustering_code": {"k": 1, "t": 2},
                 "aggregation_code": {"k": 4, "t": 1},
                 "clustering_field": {"prime": 2305843009213693951, "bits": 40, "clip": 4.0},
                 "aggregation_field": {"prime": 2147483647, "bits": 16, "clip": 1.0},
@@ -294,4 +295,13 @@ def test_invalid_federation_config(harness: Any, snapshot: Any, problem: Any) ->
         headers=ADMIN,
     )
     assert problem(r, 422, "invalid_parameter")["parameter"] == "clustering_field.bits"
+    assert snapshot() == before
+    for code, reason in (({"k": 2, "t": 2}, "K = 1"), ({"k": 1, "t": 1}, "equivocation")):
+        body = json.loads(r.request.content)
+        body["crypto"]["clustering_code"] = code
+        body["crypto"]["clustering_field"]["bits"] = 8
+        refused = harness.client.post("/v1/federations", json=body, headers=ADMIN)
+        answer = problem(refused, 422, "invalid_parameter")
+        assert answer["parameter"] == "clustering_code"
+        assert reason in answer["detail"]
     assert snapshot() == before

@@ -85,9 +85,6 @@ BAD_BODIES = {
     "dash": ('{"top-1": 0.5}', "string_pattern_mismatch"),
     "empty_name": ('{"": 0.5}', "string_pattern_mismatch"),
     "name_of_41": (json.dumps({"a" * 41: 0.5}), "string_pattern_mismatch"),
-    "nan": ('{"accuracy": NaN}', "finite_number"),
-    "infinity": ('{"accuracy": Infinity}', "finite_number"),
-    "minus_infinity": ('{"accuracy": -Infinity}', "finite_number"),
     "overflow": ('{"accuracy": 1e400}', "finite_number"),
     "string_value": ('{"accuracy": "0.5"}', "float_type"),
     "bool_value": ('{"accuracy": true}', "float_type"),
@@ -96,7 +93,13 @@ BAD_BODIES = {
     "too_many": (json.dumps({f"m{i}": 0.5 for i in range(17)}), "too_long"),
     "empty": ("{}", "too_short"),
     "list": ("[0.5]", "dict_type"),
-    "not_json": ("accuracy=0.5", "json_invalid"),
+}
+# Not JSON (NaN and Infinity are not JSON numbers): refused before parsing.
+MALFORMED_BODIES = {
+    "nan": '{"accuracy": NaN}',
+    "infinity": '{"accuracy": Infinity}',
+    "minus_infinity": '{"accuracy": -Infinity}',
+    "not_json": "accuracy=0.5",
 }
 
 
@@ -109,6 +112,13 @@ def test_bad_bodies(started: Any, snapshot: Any, problem: Any, case: str) -> Non
     assert snapshot() == before
 
 
+@pytest.mark.parametrize("case", list(MALFORMED_BODIES), ids=list(MALFORMED_BODIES))
+def test_malformed_bodies(started: Any, snapshot: Any, problem: Any, case: str) -> None:
+    before = snapshot()
+    problem(_report_raw(started, MALFORMED_BODIES[case]), 422, "malformed_json")
+    assert snapshot() == before
+
+
 def test_sixteen_entries_of_forty_characters_are_the_limit(started: Any) -> None:
     r = _report(started, {f"m{i}": i / 16 for i in range(16)} | {"a" * 40: 1.0})
     assert r.status_code == 422  # 17
@@ -117,10 +127,17 @@ def test_sixteen_entries_of_forty_characters_are_the_limit(started: Any) -> None
     assert r.json()["accepted"] == 16
 
 
-@pytest.mark.parametrize("number", [0, 2, -1])
+@pytest.mark.parametrize("number", [2, 2**31 - 1])
 def test_unknown_round(started: Any, snapshot: Any, problem: Any, number: int) -> None:
     before = snapshot()
     problem(_report(started, {"accuracy": 0.5}, number=number), 404, "round_not_found")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("number", [0, -1, 2**31])
+def test_round_number_out_of_range(started: Any, snapshot: Any, problem: Any, number: int) -> None:
+    before = snapshot()
+    problem(_report(started, {"accuracy": 0.5}, number=number), 422, "invalid_request")
     assert snapshot() == before
 
 

@@ -1,0 +1,66 @@
+"""``/docs`` (Swagger UI) and ``/redoc`` served with no internet access.
+
+FastAPI's own pages load their JavaScript and CSS from a CDN, so offline they are blank.
+These pages load the same assets from the app itself, under :data:`ASSETS_URL`, from the
+files the ``fastapi-offline`` package ships (Swagger UI, ReDoc, favicon), and ReDoc is
+told not to fetch Google fonts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fastapi_offline
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+__all__ = ["ASSETS_DIR", "ASSETS_URL", "install_offline_docs"]
+
+ASSETS_URL = "/docs-assets"
+ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
+
+
+def install_offline_docs(
+    app: FastAPI, *, docs_url: str = "/docs", redoc_url: str = "/redoc"
+) -> None:
+    """Serve the assets and both pages (the app must be created with ``docs_url=None``
+    and ``redoc_url=None``)."""
+    app.mount(ASSETS_URL, StaticFiles(directory=ASSETS_DIR), name="docs-assets")
+    redirect_url = f"{docs_url}/oauth2-redirect"
+
+    def asset(request: Request, name: str) -> str:
+        return f"{request.scope.get('root_path', '')}{ASSETS_URL}/{name}"
+
+    def openapi_url(request: Request) -> str:
+        return f"{request.scope.get('root_path', '')}{app.openapi_url}"
+
+    @app.get(docs_url, include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url(request),
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=redirect_url,
+            swagger_js_url=asset(request, "swagger-ui-bundle.js"),
+            swagger_css_url=asset(request, "swagger-ui.css"),
+            swagger_favicon_url=asset(request, "favicon.png"),
+        )
+
+    @app.get(redirect_url, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get(redoc_url, include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi_url(request),
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=asset(request, "redoc.standalone.js"),
+            redoc_favicon_url=asset(request, "favicon.png"),
+            with_google_fonts=False,
+        )

@@ -1,0 +1,128 @@
+"""Every bound the API puts on what a caller may send: one table, used by the request
+models (:mod:`coordinator.config`, :mod:`coordinator.api.models`) and the route
+parameters (:mod:`coordinator.api.params`), so the OpenAPI schema states each range.
+
+Where the numbers come from:
+
+* **database integers** are 32-bit (``INTEGER`` on PostgreSQL): round numbers, round
+  totals and warmup counts stop at ``INT32_MAX = 2**31 - 1``;
+* **JSON interoperability** (I-JSON, RFC 7493): public seeds stay below ``2**53`` so a
+  client that parses numbers as IEEE doubles reads the same seed;
+* **the crypto core** (:mod:`crypto.params`): primes in ``(2, 2**62)`` (``MAX_PRIME``),
+  ``bits`` in ``[0, 52]`` (exact in float64), codes with ``K + T - 1 < N``;
+* **CLIP**: a text encoder has 77 positions, so no participant can train a prompt with
+  more context vectors; the widest text transformers are 1280 wide, 4096 leaves room
+  and keeps a global prompt below 2.5 MiB of float64;
+* **time**: a stage deadline of at most 30 days and enrollment tokens of at most a year
+  keep every ``now + timedelta`` far from ``datetime.max`` (year 9999);
+* **text**: column widths, and no C0/C1 control characters (PostgreSQL text cannot hold
+  NUL; logs and terminals must not receive escape sequences).
+
+Every float bound is finite; ``NaN`` and ``Infinity`` are rejected before parsing
+finishes (:mod:`coordinator.api.body`) and by the models (``allow_inf_nan=False``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+from pydantic import StringConstraints
+
+__all__ = [
+    "DAY_S",
+    "INT32_MAX",
+    "JSON_SAFE_INT_MAX",
+    "MAX_CLIP",
+    "MAX_CODE_SIZE",
+    "MAX_DEADLINE_S",
+    "MAX_ENROLLMENT_TOKENS",
+    "MAX_ENROLLMENT_TTL_S",
+    "MAX_EPSILON_BUDGET",
+    "MAX_INIT_STD",
+    "MAX_JSON_DEPTH",
+    "MAX_LR_GLOBAL",
+    "MAX_MERGE_FACTOR",
+    "MAX_NOISE_MULTIPLIER",
+    "MAX_N_CTX",
+    "MAX_PAGE_LIMIT",
+    "MAX_PARTICIPANTS",
+    "MAX_PRIME",
+    "MAX_PROMPT_DIM",
+    "MAX_REDUCED_DIM",
+    "MIN_DEADLINE_S",
+    "PAGE_LIMIT_DEFAULT",
+    "PLAIN_TEXT_PATTERN",
+    "Label",
+    "PlainText",
+]
+
+DAY_S: Final = 86_400
+
+INT32_MAX: Final = 2**31 - 1
+"""Largest round number, round total or warmup count (32-bit database integers)."""
+
+JSON_SAFE_INT_MAX: Final = 2**53 - 1
+"""Largest public seed: exactly representable as an IEEE double (RFC 7493)."""
+
+MAX_PARTICIPANTS: Final = 1024
+"""``N``: participants of one federation (LCC evaluation points, envelopes per upload)."""
+
+MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
+"""``K`` and ``T`` of an LCC code (``K + T - 1 < N`` is checked by the core)."""
+
+MAX_PRIME: Final = 2**62 - 1
+"""Largest field prime the core accepts (``crypto.field.MAX_PRIME`` is exclusive)."""
+
+MAX_N_CTX: Final = 77
+"""Context vectors of a prompt: CLIP's text encoder has 77 positions."""
+
+MAX_PROMPT_DIM: Final = 4096
+"""Width of a context vector (CLIP text widths are 512 to 1280)."""
+
+MAX_REDUCED_DIM: Final = 4096
+"""``r``: length of the reduced prompt SecPC clusters."""
+
+MAX_CLIP: Final = 1e6
+"""Clip bounds (``B`` per entry, ``C`` in L2): prompt entries and updates are O(1)."""
+
+MAX_INIT_STD: Final = 10.0
+"""Standard deviation of generation 0 (CoOp uses 0.02)."""
+
+MAX_LR_GLOBAL: Final = 100.0
+"""Global step size ``G <- G + lr_global * mean``."""
+
+MAX_MERGE_FACTOR: Final = 100.0
+"""SecPC merge factor on squared distances."""
+
+MAX_NOISE_MULTIPLIER: Final = 1000.0
+"""Gaussian noise multipliers (GDP ``sigma / sensitivity`` and LDP ``z_L``)."""
+
+MAX_EPSILON_BUDGET: Final = 1e6
+"""Privacy budget; any budget above it means no budget."""
+
+MIN_DEADLINE_S: Final = 1.0
+MAX_DEADLINE_S: Final = 30.0 * DAY_S
+"""Seconds a stage stays open: 1 second to 30 days."""
+
+MAX_ENROLLMENT_TOKENS: Final = MAX_PARTICIPANTS
+"""Enrollment tokens issued by one request."""
+
+MAX_ENROLLMENT_TTL_S: Final = 365 * DAY_S
+"""Lifetime of an enrollment token: at most a year."""
+
+MAX_JSON_DEPTH: Final = 32
+"""Nesting of a JSON request body (the deepest document the API takes has depth 4)."""
+
+PAGE_LIMIT_DEFAULT: Final = 50
+MAX_PAGE_LIMIT: Final = 200
+"""Items per page of a list operation."""
+
+PLAIN_TEXT_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]*$"
+"""Text without C0 or C1 control characters (NUL, newline, ESC, DEL, ...)."""
+
+PlainText = Annotated[str, StringConstraints(pattern=PLAIN_TEXT_PATTERN)]
+"""Free text on one line: any Unicode but control characters (length set per field)."""
+
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PLAIN_TEXT_PATTERN)]
+"""A name shown to people (federation name, display name): 1 to 200 characters of
+:data:`PlainText` (the database column is ``VARCHAR(200)``)."""
