@@ -1,15 +1,15 @@
 """Federations, enrollment and participant tokens.
 
-Tokens are random (256 bits, ``secrets``), shown once, and stored only as SHA-256
-hex digests: enrollment tokens (``sfe_...``, one-time, expiring) and participant API
-tokens (``sfp_...``). A participant's LCC index is fixed at enrollment: the lowest
-free index of the federation, so indices are ``0..N-1`` in enrollment order.
+Tokens are random (256 bits), shown once, and stored only as SHA-256 hex digests
+(:mod:`coordinator.tokens`): enrollment tokens (``sfe_...``, one-time, expiring,
+revocable) and participant API tokens (``sfp_...``; rotation and revocation live in
+:mod:`coordinator.participant_tokens`). A participant's LCC index is fixed at
+enrollment: the lowest free index of the federation, so indices are ``0..N-1`` in
+enrollment order. A public key can be held by one participant of a federation only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,12 +22,20 @@ from coordinator.config import FederationConfig, FederationCreate
 from coordinator.db.models import EnrollmentToken, Federation, Participant
 from coordinator.errors import ProblemError
 from coordinator.rounds.store import rowcount
+from coordinator.tokens import (
+    ENROLLMENT_PREFIX,
+    PARTICIPANT_PREFIX,
+    digests_equal,
+    hash_token,
+    new_token,
+)
 from crypto.errors import ParameterError
+from crypto.rng import RandomSource
 from crypto.transport import load_public_key
 
 __all__ = [
     "Enrollment",
-    "authenticate_participant",
+    "IssuedTokens",
     "create_federation",
     "enroll",
     "federation_config",
@@ -35,10 +43,6 @@ __all__ = [
     "hash_token",
     "issue_enrollment_tokens",
 ]
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def create_federation(session: Session, request: FederationCreate, now: datetime) -> Federation:
@@ -69,22 +73,37 @@ def federation_config(federation: Federation) -> FederationConfig:
     return FederationConfig.model_validate(federation.config)
 
 
+@dataclass(frozen=True)
+class IssuedTokens:
+    """Enrollment tokens just issued: the tokens (shown once) and their row ids."""
+
+    tokens: list[str]
+    ids: list[int]
+    expires_at: datetime
+
+
 def issue_enrollment_tokens(
-    session: Session, federation: Federation, count: int, ttl_s: int, now: datetime
-) -> tuple[list[str], datetime]:
+    session: Session,
+    federation: Federation,
+    count: int,
+    ttl_s: int,
+    now: datetime,
+    rng: RandomSource | None = None,
+) -> IssuedTokens:
     expires = now + timedelta(seconds=ttl_s)
-    tokens = [f"sfe_{secrets.token_urlsafe(32)}" for _ in range(count)]
-    for token in tokens:
-        session.add(
-            EnrollmentToken(
-                federation_id=federation.id,
-                token_hash=hash_token(token),
-                created_at=now,
-                expires_at=expires,
-            )
+    tokens = [new_token(ENROLLMENT_PREFIX, rng) for _ in range(count)]
+    rows = [
+        EnrollmentToken(
+            federation_id=federation.id,
+            token_hash=hash_token(token),
+            created_at=now,
+            expires_at=expires,
         )
+        for token in tokens
+    ]
+    session.add_all(rows)
     session.commit()
-    return tokens, expires
+    return IssuedTokens(tokens, [row.id for row in rows], expires)
 
 
 @dataclass(frozen=True)
@@ -94,28 +113,53 @@ class Enrollment:
 
 
 def enroll(
-    session: Session, *, token: str, display_name: str, public_key: bytes, now: datetime
+    session: Session,
+    *,
+    token: str,
+    display_name: str,
+    public_key: bytes,
+    now: datetime,
+    rng: RandomSource | None = None,
 ) -> Enrollment:
-    """Redeem a one-time enrollment token for a participant identity and API token."""
+    """Redeem a one-time enrollment token for a participant identity and API token.
+
+    Refusals: ``invalid_token``/``token_revoked``/``token_expired`` (401), ``token_used``,
+    ``public_key_taken``, ``federation_full`` (409), ``invalid_parameter`` (422).
+    """
     try:
         load_public_key(public_key)
     except ParameterError as err:
         raise ProblemError("invalid_parameter", str(err), parameter="public_key") from None
+    digest = hash_token(token)
     row = session.scalars(
-        select(EnrollmentToken).where(EnrollmentToken.token_hash == hash_token(token))
+        select(EnrollmentToken).where(EnrollmentToken.token_hash == digest)
     ).first()
-    if row is None:
+    if row is None or not digests_equal(row.token_hash, digest):
         raise ProblemError("invalid_token", "unknown enrollment token")
     if row.used_at is not None:
         raise ProblemError("token_used", "this enrollment token was already redeemed")
+    if row.revoked_at is not None:
+        raise ProblemError("token_revoked", "this enrollment token was revoked by the admin")
     if row.expires_at <= now:
         raise ProblemError("token_expired", f"the enrollment token expired at {row.expires_at}")
     federation = get_federation(session, row.federation_id)
     n = federation_config(federation).n_participants
     token_id = row.id
     # Concurrent enrollments may pick the same free index; the unique constraint on
-    # (federation, index) lets exactly one win and the others try the next free slot.
+    # (federation, index) lets exactly one win and the others try the next free slot; the
+    # unique (federation, public key) index makes a raced duplicate key fail the same way,
+    # and the next attempt's check below names it.
     for _ in range(max(16, 2 * n)):
+        if session.scalars(
+            select(Participant.id).where(
+                Participant.federation_id == federation.id, Participant.public_key == public_key
+            )
+        ).first():
+            raise ProblemError(
+                "public_key_taken",
+                "another participant of this federation holds this public key; "
+                "every participant needs its own key pair",
+            )
         taken = set(
             session.scalars(
                 select(Participant.lcc_index).where(Participant.federation_id == federation.id)
@@ -124,7 +168,7 @@ def enroll(
         free = [i for i in range(n) if i not in taken]
         if not free:
             raise ProblemError("federation_full", f"all {n} participant slots are taken")
-        api_token = f"sfp_{secrets.token_urlsafe(32)}"
+        api_token = new_token(PARTICIPANT_PREFIX, rng)
         participant = Participant(
             id=str(uuid.uuid4()),
             federation_id=federation.id,
@@ -140,30 +184,25 @@ def enroll(
             # Compare-and-set: a token raced by two requests is redeemed once.
             claimed = session.execute(
                 update(EnrollmentToken)
-                .where(EnrollmentToken.id == token_id, EnrollmentToken.used_at.is_(None))
+                .where(
+                    EnrollmentToken.id == token_id,
+                    EnrollmentToken.used_at.is_(None),
+                    EnrollmentToken.revoked_at.is_(None),
+                )
                 .values(used_at=now, participant_id=participant.id)
                 .execution_options(synchronize_session=False)
             )
             if rowcount(claimed) != 1:
                 session.rollback()
-                raise ProblemError("token_used", "this enrollment token was already redeemed")
+                raise ProblemError(
+                    "token_used", "this enrollment token was already redeemed or revoked"
+                )
             session.commit()
         except IntegrityError:  # a concurrent enrollment took the same index: next slot
             session.rollback()
             continue
         return Enrollment(participant, api_token)
     raise ProblemError("federation_full", "no participant slot could be claimed; retry")
-
-
-def authenticate_participant(session: Session, token: str | None) -> Participant:
-    if not token:
-        raise ProblemError("invalid_token", "a participant bearer token is required")
-    participant = session.scalars(
-        select(Participant).where(Participant.token_hash == hash_token(token))
-    ).first()
-    if participant is None:
-        raise ProblemError("invalid_token", "unknown participant token")
-    return participant
 
 
 def enrolled_count(session: Session, federation_id: str) -> int:

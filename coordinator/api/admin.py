@@ -1,13 +1,16 @@
-"""Admin routes: federations, enrollment tokens, rounds. Every route needs the admin token."""
+"""Admin routes: federations, enrollment tokens, rounds. Every route needs the admin token.
+
+The paged lists (federations, rounds, participants) are in :mod:`coordinator.api.lists`.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, status
-from sqlalchemy import select
 
 from coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
+from coordinator.api.lists import federation_out
 from coordinator.api.models import (
     AbortRequest,
     EnrollmentTokens,
@@ -16,11 +19,10 @@ from coordinator.api.models import (
     FederationOut,
     RoundStatus,
 )
-from coordinator.config import FederationConfig, FederationCreate
-from coordinator.db.models import Federation
+from coordinator.api.params import FederationId, RoundNumber
+from coordinator.config import FederationCreate
 from coordinator.federations import (
     create_federation,
-    enrolled_count,
     federation_config,
     get_federation,
     issue_enrollment_tokens,
@@ -33,7 +35,11 @@ __all__ = ["router"]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or wrong admin token (`invalid_token`)"},
-    404: {"description": "No such federation or round"},
+    404: {"description": "`federation_not_found` or `round_not_found`"},
+    429: {
+        "description": "`rate_limited`: too many authentication failures from this address "
+        "(see `Retry-After`)"
+    },
 }
 PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
@@ -56,21 +62,10 @@ FEDERATION_EXAMPLE = {
 }
 
 
-def _out(session: SessionDep, federation: Federation) -> FederationOut:
-    last = store.current_round(session, federation.id)
-    return FederationOut(
-        id=federation.id,
-        name=federation.name,
-        created_at=federation.created_at,
-        config=FederationConfig.model_validate(federation.config),
-        enrolled=enrolled_count(session, federation.id),
-        current_round=None if last is None else last.number,
-    )
-
-
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
+    summary="Create a federation (participants, prompt shape, codes, deadlines, privacy)",
     responses={422: {"description": "Invalid or unsafe configuration (`invalid_parameter`)"}},
 )
 def create(
@@ -82,45 +77,52 @@ def create(
 ) -> FederationOut:
     """Create a federation. ``crypto`` may be given explicitly; otherwise it is derived
     from ``tolerance`` (dropouts and colluders tolerated, largest safe quantization)."""
-    return _out(session, create_federation(session, request, now))
+    return federation_out(session, create_federation(session, request, now))
 
 
-@router.get("")
-def list_federations(session: SessionDep) -> list[FederationOut]:
-    rows = session.scalars(select(Federation).order_by(Federation.created_at))
-    return [_out(session, f) for f in rows]
+@router.get("/{federation_id}", summary="Read a federation's resolved configuration")
+def get(session: SessionDep, federation_id: FederationId) -> FederationOut:
+    """The federation's stored configuration (crypto parameters resolved at creation),
+    how many participants enrolled and its newest round."""
+    return federation_out(session, get_federation(session, federation_id))
 
 
-@router.get("/{federation_id}")
-def get(session: SessionDep, federation_id: str) -> FederationOut:
-    return _out(session, get_federation(session, federation_id))
-
-
-@router.post("/{federation_id}/enrollment-tokens", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/{federation_id}/enrollment-tokens",
+    status_code=status.HTTP_201_CREATED,
+    summary="Issue one-time enrollment tokens for participants",
+)
 def enrollment_tokens(
     session: SessionDep,
     settings: SettingsDep,
     now: Now,
-    federation_id: str,
+    federation_id: FederationId,
     request: EnrollmentTokensRequest,
 ) -> EnrollmentTokens:
-    """Issue one-time enrollment tokens (shown only in this response)."""
+    """Issue one-time enrollment tokens (shown only in this response) and their ids, by
+    which ``GET``/``DELETE .../enrollment-tokens`` list and revoke them."""
     federation = get_federation(session, federation_id)
     ttl = request.ttl_s or settings.enrollment_token_ttl_s
-    tokens, expires = issue_enrollment_tokens(session, federation, request.count, ttl, now)
-    return EnrollmentTokens(federation_id=federation.id, tokens=tokens, expires_at=expires)
+    issued = issue_enrollment_tokens(session, federation, request.count, ttl, now)
+    return EnrollmentTokens(
+        federation_id=federation.id,
+        tokens=issued.tokens,
+        ids=issued.ids,
+        expires_at=issued.expires_at,
+    )
 
 
 def _drive_current(session: SessionDep, driver: RoundDriver, federation_id: str) -> None:
     last = store.current_round(session, federation_id)
     if last is not None:
-        driver.drive(last.id)
+        driver.drive(last.id, session=session)  # one connection per request
     session.expire_all()
 
 
 @router.post(
     "/{federation_id}/rounds",
     status_code=status.HTTP_201_CREATED,
+    summary="Start the federation's next round",
     responses={
         409: {
             "description": "`round_in_progress`, `enrollment_incomplete`, `rounds_exhausted` "
@@ -129,28 +131,37 @@ def _drive_current(session: SessionDep, driver: RoundDriver, federation_id: str)
         }
     },
 )
-def start(session: SessionDep, driver: DriverDep, now: Now, federation_id: str) -> RoundStatus:
-    """Start the next round (stage ``sharing``)."""
+def start(
+    session: SessionDep, driver: DriverDep, now: Now, federation_id: FederationId
+) -> RoundStatus:
+    """Start the next round (stage ``sharing``, deadline ``deadlines.sharing_s``); the
+    previous one must have ended and every participant must have enrolled."""
     federation = get_federation(session, federation_id)
     _drive_current(session, driver, federation_id)
     rnd = service.start_round(session, federation, now)
     return views.round_status(session, rnd, federation_config(federation))
 
 
-@router.get("/{federation_id}/rounds/{number}")
+@router.get(
+    "/{federation_id}/rounds/{number}",
+    summary="Watch a round: stage, deadline, uploads, dropouts, clusters, events",
+)
 def round_status(
-    session: SessionDep, driver: DriverDep, federation_id: str, number: int
+    session: SessionDep, driver: DriverDep, federation_id: FederationId, number: RoundNumber
 ) -> RoundStatus:
     """Stage, deadline, uploads, dropouts, clusters and the event log of a round."""
     federation = get_federation(session, federation_id)
     rnd = service.get_round(session, federation_id, number)
-    driver.drive(rnd.id)
+    driver.drive(rnd.id, session=session)  # one connection per request
     session.refresh(rnd)
     return views.round_status(session, rnd, federation_config(federation))
 
 
-@router.get("/{federation_id}/metrics")
-def reported_metrics(session: SessionDep, federation_id: str) -> FederationMetrics:
+@router.get(
+    "/{federation_id}/metrics",
+    summary="Read the metrics participants reported, per round and participant",
+)
+def reported_metrics(session: SessionDep, federation_id: FederationId) -> FederationMetrics:
     """Every round (oldest first) with the metrics its participants reported:
     participant index -> name -> value, e.g. accuracy per round per participant."""
     get_federation(session, federation_id)
@@ -159,15 +170,18 @@ def reported_metrics(session: SessionDep, federation_id: str) -> FederationMetri
 
 @router.post(
     "/{federation_id}/rounds/{number}/abort",
+    summary="Abort an unfinished round",
     responses={409: {"description": "`round_finished`", **PROBLEM}},
 )
 def abort(
     session: SessionDep,
     now: Now,
-    federation_id: str,
-    number: int,
+    federation_id: FederationId,
+    number: RoundNumber,
     request: AbortRequest | None = None,
 ) -> RoundStatus:
+    """End round ``number`` in stage ``aborted`` with ``reason`` (the body is optional);
+    its uploads are kept, nothing is published, and the next round may start."""
     federation = get_federation(session, federation_id)
     reason = (request or AbortRequest()).reason
     rnd = service.abort_round(session, federation_id, number, reason, now)

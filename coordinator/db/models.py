@@ -3,8 +3,12 @@
 Ownership of the data:
 
 * ``federations`` hold the resolved config (JSON, :class:`coordinator.config.FederationConfig`);
-* ``participants`` their fixed LCC index, X25519 public key and the SHA-256 of their API
-  token (never the token); ``enrollment_tokens`` likewise only hashes;
+* ``participants`` their fixed LCC index, X25519 public key (unique in the federation)
+  and the SHA-256 of their API token (never the token), when it was last rotated and
+  last used, and ``revoked_at`` once revoked (the row and its history stay);
+  ``enrollment_tokens`` likewise only hashes, with ``used_at`` or ``revoked_at``;
+* ``admin_tokens`` named admin credentials created through the API, as hashes (the
+  settings' ``admin_token`` is not stored);
 * ``rounds`` one row per round: ``stage`` and ``version`` are the compare-and-set pair
   every transition and every accepted upload updates; ``state`` the round's protocol
   state (membership trained under, who shared, reference sets, decoded outcome);
@@ -43,6 +47,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "AdminToken",
     "Base",
     "ClusterPrompt",
     "CodedResult",
@@ -107,7 +112,11 @@ class Federation(Base):
 
 class Participant(Base):
     __tablename__ = "participants"
-    __table_args__ = (UniqueConstraint("federation_id", "lcc_index"),)
+    __table_args__ = (
+        UniqueConstraint("federation_id", "lcc_index"),
+        # An index, not a constraint: SQLite adds it without rebuilding the table.
+        Index("ix_participants_federation_public_key", "federation_id", "public_key", unique=True),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
@@ -116,6 +125,10 @@ class Participant(Base):
     public_key: Mapped[bytes]
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     enrolled_at: Mapped[datetime]
+    token_rotated_at: Mapped[datetime | None]
+    """When the current API token replaced the previous one (None: the enrollment token)."""
+    token_last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
 
 
 class EnrollmentToken(Base):
@@ -128,6 +141,18 @@ class EnrollmentToken(Base):
     expires_at: Mapped[datetime]
     used_at: Mapped[datetime | None]
     participant_id: Mapped[str | None] = mapped_column(ForeignKey("participants.id"))
+    revoked_at: Mapped[datetime | None]
+
+
+class AdminToken(Base):
+    __tablename__ = "admin_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
 
 
 class Round(Base):
