@@ -17,11 +17,16 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
-from coordinator.api import admin, ops, participants
-from coordinator.api.problems import BodySizeLimit, install_problem_handlers
+from coordinator.api import admin, lists, ops, participants, tokens
+from coordinator.api.availability import database_limits, install_outage_handlers
+from coordinator.api.body import RequestBodyGuard
+from coordinator.api.docs import install_offline_docs
+from coordinator.api.openapi import build_openapi
+from coordinator.api.problems import install_problem_handlers
 from coordinator.db.engine import make_engine, make_sessionmaker
 from coordinator.db.migrate import upgrade
 from coordinator.metrics import Metrics
+from coordinator.ratelimit import ClientLimits
 from coordinator.rounds.driver import Clock, RoundDriver
 from coordinator.settings import Settings, get_settings
 
@@ -46,13 +51,17 @@ async def _deadline_loop(driver: RoundDriver, interval: float) -> None:
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    engine = make_engine(settings.database_url, echo=settings.sql_echo)
+    engine = make_engine(
+        settings.database_url, echo=settings.sql_echo, limits=database_limits(settings)
+    )
     if settings.migrate_on_startup:
         await anyio.to_thread.run_sync(upgrade, engine)
     sessions = make_sessionmaker(engine)
     app.state.engine = engine
     app.state.sessions = sessions
-    app.state.driver = RoundDriver(sessions, app.state.clock, app.state.metrics)
+    app.state.driver = RoundDriver(
+        sessions, app.state.clock, app.state.metrics, grace_s=settings.deadline_grace_s
+    )
     ticker = asyncio.create_task(_deadline_loop(app.state.driver, settings.tick_interval_s))
     try:
         yield
@@ -73,15 +82,23 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         summary="Drives secure federated prompt-learning rounds: relays sealed shares, "
         "decodes permitted outputs, clusters and publishes global prompts.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.clock = clock or utc_now
     app.state.metrics = Metrics()
+    app.state.limits = ClientLimits.from_settings(settings)
     app.dependency_overrides[get_settings] = lambda: settings
     install_problem_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    install_outage_handlers(app)
+    app.add_middleware(RequestBodyGuard, max_bytes=settings.max_body_bytes)
+    app.include_router(lists.router)
     app.include_router(admin.router)
+    app.include_router(tokens.router)
     app.include_router(participants.enroll_router)
     app.include_router(participants.router)
     app.include_router(ops.router)
+    install_offline_docs(app)
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

@@ -40,11 +40,95 @@ class Settings(BaseSettings):
     tick_interval_s: float = Field(
         default=1.0, gt=0, description="Period of the background deadline check."
     )
-    enrollment_token_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)
+    enrollment_token_ttl_s: int = Field(
+        default=7 * 24 * 3600, ge=1, le=365 * 24 * 3600, description="At most a year."
+    )
+    enrollment_rate_limit: int = Field(
+        default=60,
+        ge=0,
+        le=1_000_000,
+        description="Enrollment attempts (POST /v1/enroll, successful or not) one client "
+        "address may make in a burst; the allowance refills evenly over "
+        "enrollment_rate_window_s. Above it: 429 rate_limited with Retry-After. 0 disables.",
+    )
+    enrollment_rate_window_s: float = Field(default=60.0, gt=0, le=86_400)
+    auth_failure_limit: int = Field(
+        default=30,
+        ge=0,
+        le=1_000_000,
+        description="Requests with a missing or invalid bearer token (401) one client address "
+        "may make in a burst, refilled evenly over auth_failure_window_s; above it every "
+        "request of that address that needs a token gets 429 rate_limited with Retry-After "
+        "until the allowance refills. 0 disables.",
+    )
+    auth_failure_window_s: float = Field(default=60.0, gt=0, le=86_400)
+    rate_limit_max_clients: int = Field(
+        default=100_000,
+        ge=1,
+        le=10_000_000,
+        description="Client addresses each in-memory limiter remembers (memory bound).",
+    )
     migrate_on_startup: bool = Field(
         default=False, description="Run the Alembic migrations to head when the app starts."
     )
     sql_echo: bool = False
+
+    # -- database limits and outages (issue 13) ------------------------------------------
+    # Every request holds at most one pooled connection (the round driver runs on the
+    # request's own session), and the server runs at most 40 request threads (AnyIO's
+    # default), so pool_size + max_overflow = 40 never makes a request wait for another.
+    db_pool_size: int = Field(
+        default=10, ge=1, le=1000, description="Connections kept open in the pool."
+    )
+    db_max_overflow: int = Field(
+        default=30,
+        ge=0,
+        le=1000,
+        description="Extra connections opened under load above db_pool_size (closed when idle).",
+    )
+    db_pool_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds a request waits for a free pooled connection; then it gets 503 "
+        "database_unavailable with Retry-After.",
+    )
+    db_connect_timeout_s: int = Field(
+        default=5,
+        ge=1,
+        le=600,
+        description="PostgreSQL connect_timeout (and TCP user timeout) in seconds: how long "
+        "opening a connection may take.",
+    )
+    db_statement_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="PostgreSQL statement_timeout; on SQLite the busy timeout (how long a "
+        "statement waits for the write lock). A statement over it is cancelled and the "
+        "request gets 503 database_unavailable.",
+    )
+    retry_after_s: int = Field(
+        default=5,
+        ge=1,
+        le=3600,
+        description="Retry-After (seconds) of a 503 when the database is unreachable or slow.",
+    )
+    deadline_grace_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=86_400,
+        description="After a coordinator restart or a database reconnect, an open stage whose "
+        "deadline passed while it was down stays open this many more seconds before "
+        "missing uploads count as dropouts.",
+    )
+    drive_wait_s: float = Field(
+        default=0.5,
+        ge=0,
+        le=60,
+        description="How long a participant request waits for a transition another thread "
+        "of this process is computing before it answers from the stored state.",
+    )
 
 
 @lru_cache

@@ -3,14 +3,25 @@
 Typical use::
 
     secfpp-participant enroll --coordinator https://coord.example:8443 \\
-        --ca-bundle ca.pem --token sfe_... --name hospital-a --state ./state
+        --ca-bundle ca.pem --token-file enrollment.txt --name hospital-a --state ./state
     secfpp-participant run --state ./state --data ./images
     secfpp-participant status --state ./state
+    SECFPP_API_TOKEN=sfp_... secfpp-participant set-token --state ./state
 
-``enroll`` creates the X25519 key pair (0600) and registers it; ``run`` loops: fetch
-the task, train / share / compute, upload, with retries on network errors and 5xx and a
-clear stop on a 4xx that explains what was refused; ``status`` shows where it stands.
+``enroll`` creates the X25519 key pair (0600) and registers it; ``run`` checks its state
+directory (locally, then against the coordinator) and loops: fetch the task, train /
+share / compute, upload; it waits out coordinator and database outages and stops only
+on what retrying cannot fix, with the exit statuses of :mod:`participant.daemon` (2
+refused, 3 unavailable past ``--give-up-after``, 4 damaged state, 5 revoked token, 6
+state of another enrollment); ``status`` shows where it stands;
+``set-token`` installs the new API token after the admin rotated it.
 Killing the daemon at any point and running it again continues the round it was in.
+
+Tokens never travel on the command line, where every local user can read them (``ps``,
+``/proc/PID/cmdline``): the enrollment token comes from ``--token-file FILE`` (``-``:
+standard input) or ``SECFPP_ENROLLMENT_TOKEN``; the API token lives in the state
+directory (``identity.json``, 0600) and a rotated one comes from ``--token-file`` or
+``SECFPP_API_TOKEN``. A ``--token`` argument is refused.
 """
 
 from __future__ import annotations
@@ -18,24 +29,107 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from participant.client import CoordinatorClient, CoordinatorUnavailableError, RequestRefusedError
+from participant.client import (
+    CoordinatorClient,
+    CoordinatorUnavailableError,
+    RequestRefusedError,
+    RetryPolicy,
+)
+from participant.daemon import (
+    EXIT_CONFIG,
+    EXIT_MISMATCH,
+    EXIT_REFUSED,
+    EXIT_REVOKED,
+    EXIT_UNAVAILABLE,
+    guarded,
+)
 from participant.state import StateDir, StateError
 
-__all__ = ["main"]
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_MISMATCH",
+    "EXIT_REFUSED",
+    "EXIT_REVOKED",
+    "EXIT_UNAVAILABLE",
+    "main",
+]
 
 log = logging.getLogger("secfpp.participant")
 
-EXIT_REFUSED = 2
-EXIT_UNAVAILABLE = 3
-EXIT_CONFIG = 4
+INTERACTIVE_RETRY = RetryPolicy(max_attempts=6, cap_s=10.0)
+"""``enroll``, ``status`` and ``set-token`` give up after a few tries (someone waits)."""
+
+ENROLLMENT_TOKEN_ENV = "SECFPP_ENROLLMENT_TOKEN"  # noqa: S105 - a variable name
+API_TOKEN_ENV = "SECFPP_API_TOKEN"  # noqa: S105 - a variable name
+MAX_TOKEN_CHARS = 200
+
+
+class _RefuseTokenArgument(argparse.Action):
+    """``--token`` is refused without echoing its value (it may be a live token)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            f"{option_string} is not accepted: a token on the command line is visible to "
+            f"every local user (ps). Use --token-file FILE ('-' reads standard input) or "
+            f"the environment variable {self.metavar}"
+        )
+
+
+def _token_options(p: argparse.ArgumentParser, env: str, what: str) -> None:
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"file holding the {what} ('-': standard input); default: ${env}",
+    )
+    _refuse_token_argument(p, env)
+
+
+def _refuse_token_argument(p: argparse.ArgumentParser, env: str) -> None:
+    p.add_argument("--token", action=_RefuseTokenArgument, metavar=env, help=argparse.SUPPRESS)
+
+
+def read_token(path: Path | None, env: str, what: str) -> str:
+    """The token from ``path`` ('-' is standard input) or else the environment variable
+    ``env``; surrounding whitespace removed. Raises :class:`StateError` naming the source
+    (never the token) when there is none or it is malformed."""
+    if path is not None:
+        source = "standard input" if str(path) == "-" else str(path)
+        try:
+            text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        except OSError as exc:
+            raise StateError(f"cannot read the {what} from {source}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise StateError(f"the {what} in {source} is not UTF-8 text") from None
+    else:
+        source = f"${env}"
+        text = os.environ.get(env, "")
+    token = text.strip()
+    if not token:
+        raise StateError(f"no {what}: pass --token-file FILE or set {env}")
+    if len(token) > MAX_TOKEN_CHARS or any(c.isspace() or not c.isprintable() for c in token):
+        raise StateError(
+            f"the {what} from {source} is not a token (one line of at most "
+            f"{MAX_TOKEN_CHARS} printable characters)"
+        )
+    return token
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="secfpp-participant",
+        allow_abbrev=False,
         description="SecFPP participant daemon: learns CLIP prompts with the federation "
         "without revealing data, prompts or updates.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -44,14 +138,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("enroll", help="create keys and register with the coordinator")
+    p = sub.add_parser(
+        "enroll", help="create keys and register with the coordinator", allow_abbrev=False
+    )
     p.add_argument("--coordinator", required=True, help="coordinator URL, e.g. https://host:8443")
-    p.add_argument("--token", required=True, help="one-time enrollment token from the admin")
+    _token_options(p, ENROLLMENT_TOKEN_ENV, "one-time enrollment token from the admin")
     p.add_argument("--name", required=True, help="display name of this organization")
     p.add_argument("--ca-bundle", help="PEM CA bundle that signed the coordinator's certificate")
     p.add_argument("--state", required=True, type=Path, help="state directory to create")
 
-    p = sub.add_parser("run", help="take part in rounds until the federation is done")
+    p = sub.add_parser(
+        "run", help="take part in rounds until the federation is done", allow_abbrev=False
+    )
+    _refuse_token_argument(p, API_TOKEN_ENV)
     p.add_argument("--state", required=True, type=Path, help="state directory from 'enroll'")
     p.add_argument(
         "--data", required=True, help="image folder (root/<class>/*.png|jpg) or CSV of path,label"
@@ -71,6 +170,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--rounds", type=int, help="stop after this many rounds (default: all)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between task polls")
+    p.add_argument(
+        "--give-up-after",
+        type=float,
+        metavar="SECONDS",
+        help="exit (status 3) when one request has failed for this long; default: wait out "
+        "coordinator and database outages however long they last",
+    )
     p.add_argument("--no-progress-bar", action="store_true")
     p.add_argument(
         "--zero-shot-template",
@@ -78,9 +184,20 @@ def _parser() -> argparse.ArgumentParser:
         help="hand-written prompt of the zero-shot baseline ({} = class name)",
     )
 
-    p = sub.add_parser("status", help="show enrollment, round progress and last metrics")
+    p = sub.add_parser(
+        "status", help="show enrollment, round progress and last metrics", allow_abbrev=False
+    )
     p.add_argument("--state", required=True, type=Path)
     p.add_argument("--offline", action="store_true", help="do not ask the coordinator")
+    _refuse_token_argument(p, API_TOKEN_ENV)
+
+    p = sub.add_parser(
+        "set-token",
+        help="install the new API token after the admin rotated it",
+        allow_abbrev=False,
+    )
+    p.add_argument("--state", required=True, type=Path, help="state directory from 'enroll'")
+    _token_options(p, API_TOKEN_ENV, "new API token (sfp_...) from the admin")
     return parser
 
 
@@ -90,19 +207,23 @@ def _client(identity: dict[str, object]) -> CoordinatorClient:
         str(identity["coordinator_url"]),
         ca_bundle=str(ca) if ca else None,
         token=str(identity["api_token"]),
+        retry=INTERACTIVE_RETRY,
     )
 
 
 def _enroll(args: argparse.Namespace) -> int:
     from participant.enrollment import enroll
 
-    client = CoordinatorClient.connect(args.coordinator, ca_bundle=args.ca_bundle)
+    token = read_token(args.token_file, ENROLLMENT_TOKEN_ENV, "enrollment token")
+    client = CoordinatorClient.connect(
+        args.coordinator, ca_bundle=args.ca_bundle, retry=INTERACTIVE_RETRY
+    )
     try:
         ident = enroll(
             client,
             StateDir(args.state),
             coordinator_url=args.coordinator,
-            enrollment_token=args.token,
+            enrollment_token=token,
             display_name=args.name,
             ca_bundle=str(Path(args.ca_bundle).resolve()) if args.ca_bundle else None,
         )
@@ -116,18 +237,43 @@ def _enroll(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from participant.engine import Engine
-    from participant.learning import configure_threads
-    from participant.trainer import TrainerSettings, build_trainer
+    """Check the state (locally, then against the coordinator), build the trainer, loop."""
+    from participant.daemon import serve
 
-    configure_threads(args.threads)
     state = StateDir(args.state)
-    identity = state.identity()
-    name = identity.get("display_name", f"participant-{identity['index']}")
+    name = args.state.name
 
     def say(text: str) -> None:
         log.info("[%s] %s", name, text)
 
+    def make_trainer(identity: dict[str, Any]) -> Any:
+        nonlocal name
+        name = identity.get("display_name") or f"participant-{identity['index']}"
+        return _build_trainer(args, state, identity, say)
+
+    retry = RetryPolicy(give_up_after_s=args.give_up_after)
+    handled = serve(
+        args.state,
+        make_trainer,
+        poll_s=args.poll,
+        rounds=args.rounds,
+        retry=retry,
+        on_progress=say,
+    )
+    say(f"done: {handled} rounds")
+    return 0
+
+
+def _build_trainer(
+    args: argparse.Namespace,
+    state: StateDir,
+    identity: dict[str, Any],
+    say: Callable[[str], None],
+) -> Any:
+    from participant.learning import configure_threads
+    from participant.trainer import TrainerSettings, build_trainer
+
+    configure_threads(args.threads)
     settings = TrainerSettings(
         data=args.data,
         classes=args.classes,
@@ -160,14 +306,7 @@ def _run(args: argparse.Namespace) -> int:
         f"held-out accuracy before training: zero-shot '{args.zero_shot_template}' "
         f"{template:.3f}, initial learned prompt {initial:.3f}"
     )
-    client = _client(identity)
-    try:
-        engine = Engine(client, state, trainer, poll_s=args.poll, on_progress=say)
-        handled = engine.run(rounds=args.rounds)
-    finally:
-        client.close()
-    say(f"done: {handled} rounds")
-    return 0
+    return trainer
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -195,6 +334,27 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _set_token(args: argparse.Namespace) -> int:
+    """Check the new token with the coordinator (it must name this participant), then
+    write it into ``identity.json`` (atomically, 0600)."""
+    state = StateDir(args.state)
+    identity = state.identity()
+    token = read_token(args.token_file, API_TOKEN_ENV, "API token")
+    client = _client({**identity, "api_token": token})
+    try:
+        me = client.me()
+    finally:
+        client.close()
+    if me.get("participant_id") != identity["participant_id"]:
+        raise StateError(
+            f"the token belongs to participant {me.get('participant_id')}, not to "
+            f"{identity['participant_id']} of {args.state}"
+        )
+    state.write_json(state.IDENTITY, {**identity, "api_token": token})
+    print(f"new API token installed in {args.state}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -202,25 +362,12 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         datefmt="%H:%M:%S",
     )
-    from participant.learning import LearningError
-
-    try:
-        command = {"enroll": _enroll, "run": _run, "status": _status}[args.command]
-        return command(args)
-    except RequestRefusedError as exc:
-        log.error(
-            "the coordinator refused a request: %s (code %s). %s",
-            exc.detail,
-            exc.code,
-            "Check the enrollment token, the state directory and the federation.",
-        )
-        return EXIT_REFUSED
-    except CoordinatorUnavailableError as exc:
-        log.error("the coordinator is unreachable: %s", exc)
-        return EXIT_UNAVAILABLE
-    except (StateError, LearningError) as exc:
-        log.error("%s", exc)
-        return EXIT_CONFIG
+    if not args.verbose:  # one line per request and poll would drown what matters
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    command = {"enroll": _enroll, "run": _run, "status": _status, "set-token": _set_token}[
+        args.command
+    ]
+    return guarded(lambda: command(args))
 
 
 if __name__ == "__main__":

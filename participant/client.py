@@ -1,32 +1,46 @@
 """HTTP client of the coordinator's participant API (httpx, HTTPS with a CA bundle).
 
-Transient failures (connection errors, timeouts, 5xx, 429) are retried with exponential
-backoff and jitter up to ``max_attempts``; a 4xx answer is final and raised as
-:class:`RequestRefusedError` carrying the problem document's stable ``code`` and ``detail``,
-so the daemon can say exactly what was refused and stop.
+Outages are waited out: connection errors, timeouts, 502/503/504 and 429 are retried
+with capped exponential backoff and jitter (``Retry-After`` honoured), with no overall
+limit by default, so a daemon survives a coordinator restart, an upgrade or a database
+failover of minutes. The first failure of an outage is logged once, then at most once
+per ``log_every_s`` while it lasts, and its end once. A 500 is retried a few times
+(``max_server_errors``), then raised as :class:`CoordinatorUnavailableError`.
+
+Any other 4xx answer is final and raised as :class:`RequestRefusedError` carrying the
+problem document's stable ``code`` and ``detail``; 401 and 403 (a revoked or wrong
+token) as its subclass :class:`AccessRevokedError`, which retrying cannot fix.
 """
 
 from __future__ import annotations
 
 import base64
+import email.utils
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 __all__ = [
+    "AccessRevokedError",
     "CoordinatorClient",
     "CoordinatorUnavailableError",
     "RequestRefusedError",
+    "RetryPolicy",
     "b64d",
     "b64e",
+    "retry_after_seconds",
 ]
 
 log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+"""Answers that mean "not now": retried without limit (by default)."""
 
 
 def b64e(data: bytes) -> str:
@@ -49,20 +63,80 @@ class RequestRefusedError(Exception):
         self.detail = detail
 
 
+class AccessRevokedError(RequestRefusedError):
+    """401 or 403: the API token is revoked, rotated or not this participant's."""
+
+
 class CoordinatorUnavailableError(Exception):
-    """The coordinator could not be reached (or kept failing) after every retry."""
+    """The coordinator kept failing past the retry policy's limits."""
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 @dataclass
 class RetryPolicy:
-    """Exponential backoff: ``base * 2**attempt`` seconds, capped, with full jitter."""
+    """When to retry and how long to wait (seconds).
 
-    max_attempts: int = 8
+    The ``n``-th consecutive failure (``n = 0, 1, ...``) waits a uniform draw from
+    ``[c/2, c]`` with ``c = min(cap_s, base_s * 2**n)``, or the server's ``Retry-After``
+    (at most ``max_retry_after_s``) plus up to 10 % jitter.
+
+    Attributes:
+        max_attempts: give up after this many attempts of one request (None: never).
+        give_up_after_s: give up when one request has failed for this long (None: never).
+        max_server_errors: 500 answers tolerated per request before giving up.
+        log_every_s: while an outage lasts, one log line per this many seconds.
+    """
+
+    max_attempts: int | None = None
+    give_up_after_s: float | None = None
     base_s: float = 0.5
     cap_s: float = 30.0
+    max_retry_after_s: float = 300.0
+    max_server_errors: int = 5
+    log_every_s: float = 60.0
 
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
+    def __post_init__(self) -> None:
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1 or None, not {self.max_attempts}")
+        if not 0 < self.base_s <= self.cap_s:
+            raise ValueError(f"base_s must be in (0, cap_s={self.cap_s}], not {self.base_s}")
+
+    def delay(
+        self,
+        attempt: int,
+        retry_after: float | None = None,
+        uniform: Callable[[float, float], float] = random.uniform,
+    ) -> float:
+        """Seconds to wait after the ``attempt``-th consecutive failure (0-based)."""
+        if retry_after is not None:
+            wait = min(max(retry_after, 0.0), self.max_retry_after_s)
+            return wait + uniform(0.0, 0.1 * wait)
+        ceiling = min(self.cap_s, self.base_s * 2.0 ** min(attempt, 62))
+        return uniform(ceiling / 2, ceiling)
+
+
+@dataclass
+class _Outage:
+    """One stretch of failures: when it began, attempts, when it was last logged."""
+
+    started: float
+    last_logged: float
+    attempts: int = 0
 
 
 class CoordinatorClient:
@@ -72,6 +146,8 @@ class CoordinatorClient:
         client: an ``httpx.Client`` whose ``base_url`` is the coordinator (built by
             :meth:`connect` for real use; tests pass an in-process client).
         token: the participant's API token (None before enrollment).
+        retry: the retry policy (default: wait out outages without limit).
+        sleep, monotonic: injected for tests.
     """
 
     def __init__(
@@ -81,20 +157,29 @@ class CoordinatorClient:
         *,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = client
         self.token = token
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
+        self._monotonic = monotonic
+        self._outage: _Outage | None = None
 
     @classmethod
     def connect(
-        cls, url: str, *, ca_bundle: str | None, token: str | None = None, timeout_s: float = 60.0
+        cls,
+        url: str,
+        *,
+        ca_bundle: str | None,
+        token: str | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
     ) -> CoordinatorClient:
         """A client for ``url``; TLS is verified against ``ca_bundle`` (or the system store)."""
         verify: str | bool = ca_bundle if ca_bundle else True
         http = httpx.Client(base_url=url, verify=verify, timeout=timeout_s)
-        return cls(http, token)
+        return cls(http, token, retry=retry)
 
     def close(self) -> None:
         self.http.close()
@@ -104,27 +189,88 @@ class CoordinatorClient:
         headers = kwargs.pop("headers", {})
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        last: Exception | None = None
-        for attempt in range(self.retry.max_attempts):
+        started = self._monotonic()
+        attempt = 0
+        server_errors = 0
+        while True:
+            retry_after: float | None = None
             try:
                 response = self.http.request(method, path, headers=headers, **kwargs)
             except httpx.TransportError as exc:
-                last = exc
-                log.warning("%s %s failed (%s); retrying", method, path, type(exc).__name__)
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
-                if response.status_code < 400:
+                status = response.status_code
+                if status < 400:
+                    self._recovered()
                     return response.json() if response.content else None
-                if response.status_code >= 500 or response.status_code == 429:
-                    last = CoordinatorUnavailableError(
-                        f"{response.status_code}: {response.text[:200]}"
-                    )
-                    log.warning("%s %s answered %s; retrying", method, path, response.status_code)
+                if status in RETRY_STATUSES:
+                    problem = f"HTTP {status}"
+                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+                elif status >= 500:
+                    server_errors += 1
+                    problem = f"HTTP {status}: {response.text[:200]}"
+                    if server_errors >= self.retry.max_server_errors:
+                        raise CoordinatorUnavailableError(
+                            f"{method} {path} answered {status} {server_errors} times: "
+                            f"{response.text[:200]}"
+                        )
                 else:
+                    self._recovered()
                     raise self._refusal(response, method, path)
-            self._sleep(self.retry.delay(attempt))
-        raise CoordinatorUnavailableError(
-            f"{method} {path} failed {self.retry.max_attempts} times; last error: {last}"
-        )
+            attempt += 1
+            self._give_up_if_due(method, path, attempt, started, problem)
+            wait = self.retry.delay(attempt - 1, retry_after)
+            self._log_wait(method, path, problem, wait)
+            self._sleep(wait)
+
+    def _give_up_if_due(
+        self, method: str, path: str, attempt: int, started: float, problem: str
+    ) -> None:
+        policy = self.retry
+        elapsed = self._monotonic() - started
+        if (policy.max_attempts is not None and attempt >= policy.max_attempts) or (
+            policy.give_up_after_s is not None and elapsed >= policy.give_up_after_s
+        ):
+            raise CoordinatorUnavailableError(
+                f"{method} {path} failed {attempt} times in {elapsed:.0f} s; last: {problem}"
+            )
+
+    def _log_wait(self, method: str, path: str, problem: str, wait: float) -> None:
+        now = self._monotonic()
+        outage = self._outage
+        if outage is None:
+            self._outage = _Outage(started=now, last_logged=now, attempts=1)
+            log.warning(
+                "coordinator unavailable (%s %s: %s); retrying in %.2f s (backoff cap %.1f s)",
+                method,
+                path,
+                problem,
+                wait,
+                self.retry.cap_s,
+            )
+            return
+        outage.attempts += 1
+        if now - outage.last_logged >= self.retry.log_every_s:
+            outage.last_logged = now
+            log.warning(
+                "coordinator still unavailable after %.0f s and %d attempts (%s); next try in "
+                "%.2f s",
+                now - outage.started,
+                outage.attempts,
+                problem,
+                wait,
+            )
+        else:
+            log.debug("%s %s: %s; retrying in %.1f s", method, path, problem, wait)
+
+    def _recovered(self) -> None:
+        outage, self._outage = self._outage, None
+        if outage is not None:
+            log.warning(
+                "coordinator reachable again after %.0f s (%d retries)",
+                self._monotonic() - outage.started,
+                outage.attempts,
+            )
 
     @staticmethod
     def _refusal(response: httpx.Response, method: str, path: str) -> RequestRefusedError:
@@ -134,7 +280,8 @@ class CoordinatorClient:
             body = {}
         code = str(body.get("code", "http_error")) if isinstance(body, dict) else "http_error"
         detail = str(body.get("detail", response.text[:300])) if isinstance(body, dict) else ""
-        return RequestRefusedError(response.status_code, code, detail, method, path)
+        kind = AccessRevokedError if response.status_code in (401, 403) else RequestRefusedError
+        return kind(response.status_code, code, detail, method, path)
 
     # -- API -----------------------------------------------------------------------------
     def enroll(self, enrollment_token: str, display_name: str, public_key: bytes) -> dict[str, Any]:
@@ -164,14 +311,26 @@ class CoordinatorClient:
         result: dict[str, Any] = self._request("GET", path)
         return result
 
-    def upload_result(self, round_number: int, stage: str, payload: bytes) -> dict[str, Any]:
+    def upload_result(
+        self, round_number: int, stage: str, payload: bytes, request_digest: str
+    ) -> dict[str, Any]:
+        """Upload a coded result with the digest of the request it answers."""
         path = f"/v1/participants/me/rounds/{round_number}/results/{stage}"
-        result: dict[str, Any] = self._request("POST", path, json={"payload": b64e(payload)})
+        result: dict[str, Any] = self._request(
+            "POST",
+            path,
+            json={"payload": b64e(payload)},
+            headers={"X-Request-Digest": request_digest},
+        )
         return result
 
-    def refuse(self, round_number: int, reason: str, message: str) -> dict[str, Any]:
+    def refuse(
+        self, round_number: int, reason: str, message: str, senders: Sequence[int] = ()
+    ) -> dict[str, Any]:
+        """Refuse the current stage's request; ``senders``: peers whose shares failed
+        authentication (blamed), empty when the request itself is refused."""
         path = f"/v1/participants/me/rounds/{round_number}/refusals"
-        body = {"reason": reason, "message": message[:1000]}
+        body = {"reason": reason, "message": message[:1000], "senders": sorted(senders)}
         result: dict[str, Any] = self._request("POST", path, json=body)
         return result
 

@@ -17,6 +17,7 @@ fsynced; a crash leaves either the old or the new file, never a torn one.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -28,11 +29,99 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["StateDir", "StateError", "atomic_write"]
+__all__ = [
+    "KEY_BYTES",
+    "StateDir",
+    "StateError",
+    "StateMismatchError",
+    "atomic_write",
+    "check_enrollment",
+]
+
+KEY_BYTES = 32
+"""Length of a raw X25519 private key."""
+
+_REQUIRED: dict[str, type] = {
+    "coordinator_url": str,
+    "federation_id": str,
+    "participant_id": str,
+    "index": int,
+}
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "ca_bundle": (str, type(None)),
+    "display_name": (str,),
+    "api_token": (str,),
+    "config": (dict,),
+}
+_REENROLL = (
+    "restore it from a backup, or enroll again into a new state directory with a new "
+    "enrollment token from the admin"
+)
 
 
 class StateError(RuntimeError):
-    """The state directory is missing, incomplete or unreadable."""
+    """The state directory is missing, incomplete, damaged or unreadable.
+
+    The message is one line: the file, what is wrong, and what to do about it.
+    """
+
+
+class StateMismatchError(StateError):
+    """The state directory does not belong to the enrollment the coordinator knows."""
+
+
+def check_enrollment(identity: dict[str, Any], public_key: bytes, me: dict[str, Any]) -> None:
+    """Compare the state directory with the coordinator's ``GET /v1/participants/me``.
+
+    Args:
+        identity: ``identity.json`` (checked by :meth:`StateDir.identity`).
+        public_key: the X25519 public key of ``x25519.key`` (32 bytes).
+        me: the coordinator's answer for the identity's API token.
+
+    Raises :class:`StateMismatchError` naming every field that differs: another
+    federation, participant or LCC index, or a key other than the registered one (the
+    peers would refuse every share this daemon sealed).
+    """
+    wrong = [
+        f"{key} is {identity.get(key)!r} here but {me.get(key)!r} at the coordinator"
+        for key in ("federation_id", "participant_id", "index")
+        if identity.get(key) != me.get(key)
+    ]
+    registered = me.get("public_key")
+    try:
+        registered_key = base64.b64decode(str(registered), validate=True)
+    except ValueError:
+        registered_key = b""
+    if registered_key != public_key:
+        wrong.append("x25519.key is not the private key of the registered public key")
+    if wrong:
+        raise StateMismatchError(
+            f"the state directory does not match its enrollment at the coordinator: "
+            f"{'; '.join(wrong)}. Restore the right state directory (or enroll again with a "
+            f"new token); nothing was changed"
+        )
+
+
+def _remedy(root: Path, path: Path) -> str:
+    """What to do about a damaged ``path`` of the state directory ``root``."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        parts = (path.name,)
+    if parts[0] in (StateDir.IDENTITY, StateDir.KEY):
+        return _REENROLL
+    if parts[0] == "rounds" and len(parts) > 1:
+        return (
+            f"restore it from a backup, or delete {root / 'rounds' / parts[1]} to give up this "
+            f"participant's part in round {parts[1]} (it counts as dropped there)"
+        )
+    return "delete it; the daemon writes it again at its next step"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _fsync_dir(path: Path) -> None:
@@ -62,7 +151,12 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
 
 
 class StateDir:
-    """A participant's state directory (see module docstring)."""
+    """A participant's state directory (see module docstring).
+
+    Every read of a file that exists but cannot be used (unreadable, truncated, not
+    JSON, wrong types, wrong length, readable by others where it holds a secret) raises
+    :class:`StateError` with a one-line message naming the file and the remedy.
+    """
 
     IDENTITY = "identity.json"
     KEY = "x25519.key"
@@ -71,27 +165,56 @@ class StateDir:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
+    def _damaged(self, path: Path, what: str) -> StateError:
+        return StateError(f"{path} {what}: {_remedy(self.root, path)}")
+
+    def _read(self, path: Path) -> bytes:
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise self._damaged(path, f"cannot be read ({_describe(exc)})") from None
+
+    def _missing(self, path: Path) -> StateError:
+        if not self.root.is_dir():
+            return StateError(
+                f"state directory {self.root} does not exist: run 'secfpp-participant enroll' "
+                "first, or pass the --state directory it created"
+            )
+        return StateError(f"{path} does not exist: {_remedy(self.root, path)}")
+
     # -- generic -----------------------------------------------------------------------
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write(self.root / name, json.dumps(obj, indent=1, sort_keys=True).encode())
 
     def read_json(self, name: str, default: Any = None) -> Any:
+        """The JSON document ``name``; ``default`` when it does not exist (None: an error)."""
         path = self.root / name
         if not path.exists():
             if default is not None:
                 return default
-            raise StateError(f"{path} does not exist: run 'secfpp-participant enroll' first")
+            raise self._missing(path)
+        raw = self._read(path)
         try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StateError(f"{path} is unreadable: {exc}") from exc
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            what = "is empty" if not raw.strip() else f"is not valid JSON ({_describe(exc)})"
+            raise self._damaged(path, what) from None
+
+    def read_object(self, name: str, default: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Like :meth:`read_json`, for a document that must be a JSON object."""
+        data = self.read_json(name, default)
+        if not isinstance(data, dict):
+            raise self._damaged(
+                self.root / name, f"holds a JSON {type(data).__name__}, not an object"
+            )
+        return data
 
     def write_bytes(self, name: str, data: bytes) -> None:
         atomic_write(self.root / name, data)
 
     def read_bytes(self, name: str) -> bytes | None:
         path = self.root / name
-        return path.read_bytes() if path.exists() else None
+        return self._read(path) if path.exists() else None
 
     def write_array(self, name: str, array: NDArray[Any]) -> None:
         buffer = io.BytesIO()
@@ -102,7 +225,11 @@ class StateDir:
         path = self.root / name
         if not path.exists():
             return None
-        return np.asarray(np.load(path, allow_pickle=False))
+        raw = self._read(path)
+        try:
+            return np.asarray(np.load(io.BytesIO(raw), allow_pickle=False))
+        except (ValueError, OSError, EOFError) as exc:
+            raise self._damaged(path, f"is not a readable array ({_describe(exc)})") from None
 
     # -- identity and key ----------------------------------------------------------------
     def exists(self) -> bool:
@@ -114,22 +241,81 @@ class StateDir:
         atomic_write(self.root / self.KEY, private_key)
         self.write_json(self.IDENTITY, identity)
 
+    def _private_file(self, path: Path) -> None:
+        """Refuse a secret file that other users may read (it must be 0600)."""
+        if not path.exists():
+            raise self._missing(path)
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise self._damaged(path, f"cannot be read ({_describe(exc)})") from None
+        if mode & 0o077:
+            raise StateError(f"{path} is readable by others (mode {mode & 0o777:o}); chmod 600 it")
+
     def identity(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.read_json(self.IDENTITY)
+        """``identity.json``, checked: the four ids of the enrollment with their types."""
+        path = self.root / self.IDENTITY
+        self._private_file(path)
+        data = self.read_object(self.IDENTITY)
+        for key, kind in _REQUIRED.items():
+            value = data.get(key)
+            if value is None:
+                raise self._damaged(path, f"lacks '{key}'")
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise self._damaged(
+                    path, f"has '{key}' of type {type(value).__name__}, not {kind.__name__}"
+                )
+        if data["index"] < 0:
+            raise self._damaged(path, f"has a negative index {data['index']}")
+        for key, kinds in _OPTIONAL.items():
+            if key in data and not isinstance(data[key], kinds):
+                names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+                raise self._damaged(
+                    path, f"has '{key}' of type {type(data[key]).__name__}, not {names}"
+                )
         return data
 
     def private_key(self) -> bytes:
+        """The raw X25519 private key: exactly 32 bytes, file mode 0600."""
         path = self.root / self.KEY
-        if not path.exists():
-            raise StateError(f"{path} does not exist: run 'secfpp-participant enroll' first")
-        if path.stat().st_mode & 0o077:
-            raise StateError(f"{path} is readable by others; chmod 600 it")
-        return path.read_bytes()
+        self._private_file(path)
+        key = self._read(path)
+        if not key:
+            raise self._damaged(path, "is empty")
+        if len(key) != KEY_BYTES:
+            raise self._damaged(
+                path, f"holds {len(key)} bytes; an X25519 private key has {KEY_BYTES}"
+            )
+        return key
 
     # -- progress ------------------------------------------------------------------------
     def progress(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.read_json(self.PROGRESS, default={"round": None})
+        """``progress.json``: the round the daemon worked on last (``round``: int or null)."""
+        data = self.read_object(self.PROGRESS, default={"round": None})
+        last = data.get("round")
+        if last is not None and (not isinstance(last, int) or isinstance(last, bool)):
+            raise self._damaged(
+                self.root / self.PROGRESS, f"has 'round' of type {type(last).__name__}, not int"
+            )
         return data
+
+    def round_numbers(self) -> list[int]:
+        """Rounds with a directory under ``rounds/``, ascending."""
+        base = self.root / "rounds"
+        if not base.is_dir():
+            return []
+        return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
+
+    def check(self) -> dict[str, Any]:
+        """Read everything the daemon relies on, before it does anything: the identity,
+        the key, ``progress.json`` and every round's ``progress.json``. Returns the
+        identity; raises :class:`StateError` (one line: file, fault, remedy)."""
+        identity = self.identity()
+        self.private_key()
+        self.progress()
+        for number in self.round_numbers():
+            self.read_object(f"rounds/{number}/progress.json", default={})
+        return identity
 
     def save_progress(self, progress: dict[str, Any]) -> None:
         self.write_json(self.PROGRESS, progress)

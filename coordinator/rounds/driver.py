@@ -7,6 +7,18 @@ with :mod:`coordinator.rounds.protocol`, and writes it with a compare-and-set on
 If another worker (or an upload) got there first the write changes nothing and the
 driver starts over from the fresh row. It is called after every upload, by every
 request that reads a round (lazy deadline check) and by the lifespan's background task.
+
+Connections: a request passes its own session (``drive(..., session=session)``); the
+driver ends that session's transaction first and then works on it, so a request never
+holds two pooled connections (holding one while waiting for a second starves the pool
+under load). Within one process, passes over one round are single-flight: a caller that
+finds a pass running waits for it (at most ``wait_s``) and skips its own pass when the
+one it waited for started after it arrived, since that pass saw everything the caller
+could; another process (replica) is kept out by the compare-and-set.
+
+Outages: a stage whose deadline passed while this process was not running, or while
+the database was unreachable, gets ``grace_s`` more seconds from the moment the
+database answered again before missing uploads count as dropouts.
 """
 
 from __future__ import annotations
@@ -15,13 +27,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from coordinator.config import FederationConfig
-from coordinator.db.models import Federation, Round
+from coordinator.db.errors import is_database_unavailable
+from coordinator.db.models import CodedResult, Federation, Round
 from coordinator.metrics import Metrics
 from coordinator.rounds import store
 from coordinator.rounds.machine import (
@@ -44,7 +59,7 @@ from coordinator.rounds.protocol import (
 from coordinator.rounds.state import RoundState
 from crypto.rng import RandomSource, SystemRandom
 
-__all__ = ["Clock", "RoundDriver", "stage_deadline"]
+__all__ = ["Clock", "RoundDriver", "effective_deadline", "stage_deadline"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +77,36 @@ def stage_deadline(config: FederationConfig, stage: Stage, now: datetime) -> dat
     return None if seconds is None else now + timedelta(seconds=seconds)
 
 
+def effective_deadline(deadline: datetime, resumed_at: datetime, grace_s: float) -> datetime:
+    """The deadline the stage machine applies after an outage that ended at ``resumed_at``.
+
+    A deadline that had already passed when the coordinator (or its database) came back
+    moves to ``resumed_at + grace_s``; a later deadline is kept as it is.
+    """
+    if deadline > resumed_at:
+        return deadline
+    return max(deadline, resumed_at + timedelta(seconds=grace_s))
+
+
+@dataclass
+class _Flight:
+    """Single-flight state of one round in this process."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    passes: int = 0
+    """Passes started so far (read without the lock: a monotonic counter)."""
+
+
+def _result_senders(session: Session, round_id: str, stage: Stage) -> set[int]:
+    """Participants with a stored coded result of ``stage`` (without loading payloads)."""
+    rows = session.scalars(
+        select(CodedResult.participant).where(
+            CodedResult.round_id == round_id, CodedResult.stage == stage.value
+        )
+    )
+    return {int(p) for p in rows}
+
+
 class RoundDriver:
     """Advances rounds; safe to run in several threads and processes at once."""
 
@@ -71,52 +116,136 @@ class RoundDriver:
         clock: Clock,
         metrics: Metrics,
         rng: Callable[[], RandomSource] = SystemRandom,
+        *,
+        grace_s: float = 0.0,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
         self.metrics = metrics
         self.rng = rng
+        self.grace_s = grace_s
+        self.resumed_at = clock()
+        """When this process last started talking to a reachable database."""
+        self._outage = False
+        self._flights: dict[str, _Flight] = {}
+        self._flights_lock = threading.Lock()
         # Decode timings of the transition being planned in this thread; observed only
         # when that transition is applied (a plan that loses the compare-and-set to
         # another thread or process is not counted twice).
         self._decodes = threading.local()
 
+    # -- outages -------------------------------------------------------------------------
+    def note_outage(self) -> None:
+        """The database failed a request: the next successful read restarts the grace."""
+        if not self._outage:
+            log.warning("database unavailable; stage deadlines get %.0f s grace", self.grace_s)
+        self._outage = True
+
+    def _database_answered(self) -> None:
+        if self._outage:
+            self._outage = False
+            self.resumed_at = self.clock()
+            log.warning(
+                "database reachable again; overdue stages stay open until %s",
+                (self.resumed_at + timedelta(seconds=self.grace_s)).isoformat(),
+            )
+
+    # -- entry points --------------------------------------------------------------------
     def drive_all(self) -> None:
         """One pass over every round that is not finished (the background task)."""
-        with self.sessions() as session:
-            ids = store.active_round_ids(session)
+        try:
+            with self.sessions() as session:
+                ids = store.active_round_ids(session)
+        except Exception as err:  # the database is down: the next tick retries
+            self._failed("listing active rounds", err)
+            return
         for round_id in ids:
             try:
-                self.drive(round_id)
-            except Exception:  # keep the loop alive; the next tick retries
-                log.exception("driving round %s failed", round_id)
+                self.drive(round_id, wait_s=0.0)
+            except Exception as err:  # keep the loop alive; the next tick retries
+                self._failed(f"driving round {round_id}", err)
 
-    def drive(self, round_id: str, *, max_steps: int | None = None) -> None:
-        """Make every transition that is due now (at most ``max_steps``)."""
+    def _failed(self, what: str, err: Exception) -> None:
+        if is_database_unavailable(err):
+            self.note_outage()
+            log.debug("%s failed: %s", what, type(err).__name__)
+        else:
+            log.exception("%s failed", what)
+
+    def _flight(self, round_id: str) -> _Flight:
+        with self._flights_lock:
+            return self._flights.setdefault(round_id, _Flight())
+
+    def drive(
+        self,
+        round_id: str,
+        *,
+        session: Session | None = None,
+        wait_s: float | None = None,
+        max_steps: int | None = None,
+    ) -> bool:
+        """Make every transition that is due now (at most ``max_steps``).
+
+        Args:
+            session: the caller's session; its transaction is ended (rolled back: the
+                caller must have committed what it wrote) and the passes run on it, so
+                the caller never holds a second connection. None: a session of its own.
+            wait_s: how long to wait for a pass another thread is running (None: as
+                long as it takes; 0: do not wait).
+
+        Returns False when it gave up waiting (the state read next may be one transition
+        behind; the running pass or the next background tick makes it).
+        """
+        if session is not None:
+            session.rollback()  # release the request's connection before anything else
+        flight = self._flight(round_id)
+        arrived = flight.passes
+        acquired = flight.lock.acquire(timeout=-1 if wait_s is None else wait_s)
+        if not acquired:
+            return False
+        try:
+            if flight.passes > arrived:
+                # A pass started after this caller arrived and has finished (we hold
+                # the lock): it read everything this caller could have read.
+                return True
+            flight.passes += 1
+            if session is None:
+                with self.sessions() as own:
+                    self._drive(own, round_id, max_steps)
+            else:
+                self._drive(session, round_id, max_steps)
+            return True
+        finally:
+            flight.lock.release()
+
+    def _drive(self, session: Session, round_id: str, max_steps: int | None) -> None:
         steps = 0
         for _ in range(MAX_ATTEMPTS):
             if max_steps is not None and steps >= max_steps:
                 return
-            with self.sessions() as session:
-                rnd = session.get(Round, round_id)
-                if rnd is None or Stage(rnd.stage) in TERMINAL:
-                    return
-                federation = session.get(Federation, rnd.federation_id)
-                assert federation is not None
-                config = FederationConfig.model_validate(federation.config)
-                now = self.clock()
-                self._decodes.timings = []
-                outcome = self._plan(session, rnd, config, now)
-                if outcome is None:
-                    return
-                if self._apply(session, rnd, config, outcome, now):
-                    session.commit()
-                    steps += 1
-                    self._count(rnd.stage, outcome)
-                    for stage, seconds in self._decodes.timings:
-                        self.metrics.observe("secfpp_decode_seconds", seconds, stage=stage)
-                else:
-                    session.rollback()
+            session.expire_all()
+            rnd = session.get(Round, round_id)
+            self._database_answered()
+            if rnd is None or Stage(rnd.stage) in TERMINAL:
+                session.rollback()
+                return
+            federation = session.get(Federation, rnd.federation_id)
+            assert federation is not None
+            config = FederationConfig.model_validate(federation.config)
+            now = self.clock()
+            self._decodes.timings = []
+            outcome = self._plan(session, rnd, config, now)
+            if outcome is None:
+                session.rollback()
+                return
+            if self._apply(session, rnd, config, outcome, now):
+                session.commit()
+                steps += 1
+                self._count(rnd.stage, outcome)
+                for stage, seconds in self._decodes.timings:
+                    self.metrics.observe("secfpp_decode_seconds", seconds, stage=stage)
+            else:
+                session.rollback()
         log.warning("round %s: gave up after %d contended attempts", round_id, MAX_ATTEMPTS)
 
     # -- planning (reads only) -----------------------------------------------------
@@ -137,13 +266,14 @@ class RoundDriver:
             received = store.sharers(session, rnd.id)
         else:
             expected = state.still_present()
-            received = set(store.results_of(session, rnd.id, stage))
+            received = _result_senders(session, rnd.id, stage)
         threshold = stage_threshold(
             stage, config.crypto_params(), clustering_round=state.clustering
         )
         assert rnd.deadline is not None
+        deadline = effective_deadline(rnd.deadline, self.resumed_at, self.grace_s)
         progress = StageProgress(
-            stage, frozenset(expected), frozenset(received), threshold, rnd.deadline
+            stage, frozenset(expected), frozenset(received), threshold, deadline
         )
         decision = decide(progress, now)
         if decision.action == "wait":
@@ -153,7 +283,13 @@ class RoundDriver:
             return fail(dropped, decision.reason, dropped=sorted(decision.dropped))
         answered = set(received) & set(expected)
         if stage is Stage.SHARING:
-            return close_sharing(state, config, answered, set(decision.dropped))
+            return close_sharing(
+                state,
+                config,
+                answered,
+                set(decision.dropped),
+                salt=f"{rnd.federation_id}|{rnd.number}",
+            )
         state = close_stage(stage, state, answered, set(decision.dropped))
         detail = {"responders": sorted(answered), "dropped": sorted(decision.dropped)}
         if stage is Stage.DISTANCES:

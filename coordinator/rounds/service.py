@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from coordinator.config import FederationConfig
@@ -42,7 +42,34 @@ def get_round(session: Session, federation_id: str, number: int) -> Round:
 
 
 def start_round(session: Session, federation: Federation, now: datetime) -> Round:
-    """Create the federation's next round in stage ``sharing``."""
+    """Create the federation's next round in stage ``sharing``.
+
+    Two concurrent starts: one creates the round, the other gets ``round_in_progress``
+    (PostgreSQL: the unique ``(federation_id, number)``; SQLite: the loser's write is
+    refused as busy, and its retry reads the round the winner created).
+    """
+    retries = 0
+    while True:
+        try:
+            return _start_once(session, federation, now)
+        except IntegrityError:
+            # PostgreSQL: the other start committed round ``number`` (or generation 0's
+            # prompts) first; the unique keys refuse the second.
+            session.rollback()
+            raise ProblemError(
+                "round_in_progress", "another round was started concurrently"
+            ) from None
+        except OperationalError as err:
+            session.rollback()
+            retries += 1
+            if retries > _START_RETRIES or not _sqlite_busy(err):
+                raise
+
+
+_START_RETRIES = 2
+
+
+def _start_once(session: Session, federation: Federation, now: datetime) -> Round:
     config = FederationConfig.model_validate(federation.config)
     last = store.current_round(session, federation.id)
     if last is not None and Stage(last.stage) not in TERMINAL:
@@ -54,16 +81,20 @@ def start_round(session: Session, federation: Federation, now: datetime) -> Roun
         raise ProblemError(
             "rounds_exhausted", f"the federation is configured for {config.rounds.total} rounds"
         )
-    indices = sorted(
-        session.scalars(
-            select(Participant.lcc_index).where(Participant.federation_id == federation.id)
+    enrolled = list(
+        session.execute(
+            select(Participant.lcc_index, Participant.revoked_at).where(
+                Participant.federation_id == federation.id
+            )
         )
     )
-    if len(indices) < config.n_participants:
+    if len(enrolled) < config.n_participants:
         raise ProblemError(
             "enrollment_incomplete",
-            f"{len(indices)} of {config.n_participants} participants have enrolled",
+            f"{len(enrolled)} of {config.n_participants} participants have enrolled",
         )
+    # A revoked participant keeps its slot (and index) but takes part in no new round.
+    indices = sorted(index for index, revoked_at in enrolled if revoked_at is None)
     published = store.latest_published(session, federation.id)
     if published is None:
         membership, generation = Membership.initial(indices), 0
@@ -118,12 +149,14 @@ def start_round(session: Session, federation: Federation, now: datetime) -> Roun
         detail={"generation": generation, "clustering": state.clustering},
         to_stage=Stage.SHARING.value,
     )
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        raise ProblemError("round_in_progress", "another round was started concurrently") from None
+    session.commit()
     return rnd
+
+
+def _sqlite_busy(err: OperationalError) -> bool:
+    """SQLite refused the write: another writer committed after this transaction read
+    (``SQLITE_BUSY_SNAPSHOT``) or held the lock past the busy timeout."""
+    return "database is locked" in str(err.orig)
 
 
 def abort_round(

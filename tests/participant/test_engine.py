@@ -179,3 +179,51 @@ def test_enroll_refuses_to_overwrite(http: TestClient, tmp_path: Path) -> None:
             display_name="b",
             ca_bundle=None,
         )
+
+
+def test_daemons_stop_when_the_final_round_ends_even_if_it_failed(
+    http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body: dict[str, Any] = {
+        "name": "last-round",
+        "strategy": "secfpp",
+        "n_participants": N,
+        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
+        "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
+        "rounds": {"total": 1, "warmup_rounds": 0},
+    }
+    r = http.post("/v1/federations", json=body, headers=ADMIN)
+    fid = r.json()["id"]
+    r = http.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN)
+    engines = []
+    for n, token in enumerate(r.json()["tokens"]):
+        state = StateDir(tmp_path / f"p{n}")
+        client = CoordinatorClient(http)
+        ident = enroll(
+            client,
+            state,
+            coordinator_url="http://testserver",
+            enrollment_token=token,
+            display_name=f"org-{n}",
+            ca_bundle=None,
+            rng=DeterministicRandom(n),
+        )
+        engines.append(Engine(client, state, GroupTrainer(ident["index"]), sleep=lambda s: None))
+    assert http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN).status_code == 201
+    engines[0].step()  # one daemon shares; then the admin gives the round up
+    r = http.post(f"/v1/federations/{fid}/rounds/1/abort", json={"reason": "test"}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    polls = 0
+    real_task = CoordinatorClient.task
+
+    def counted(self: CoordinatorClient) -> dict[str, Any]:
+        nonlocal polls
+        polls += 1
+        assert polls < 10 * N, "a daemon kept polling a federation that is over"
+        return real_task(self)
+
+    monkeypatch.setattr(CoordinatorClient, "task", counted)
+    for engine in engines:  # the last round is over: each run returns at once
+        assert engine.run() == 1
+        assert engine.progress(1)["outcome_stage"] == "aborted"
+    assert polls == N

@@ -1,0 +1,397 @@
+"""Load benchmark: many simulated participants against a real coordinator process.
+
+Starts ``python -m coordinator.cli serve`` on loopback (plain HTTP; PostgreSQL by
+default, in a database created for the run and dropped after it, or SQLite), creates a
+federation of ``--participants`` members with prompts of ``--dim`` entries, enrolls
+them and runs ``--rounds`` rounds (the first a warmup round, the others with the SecPC
+distance stage). Every participant polls its task every ``--poll`` seconds (plus up to
+20 % jitter) and does what it says with the production protocol code
+(:mod:`bench.loadsim`); share uploads are sealed before each round starts.
+
+Reports, for the participant endpoints, the latency percentiles p50/p95/p99 and the
+maximum per endpoint and overall, the number of 5xx answers, and the rounds per minute
+(round wall time from start to the last participant seeing the round published), and
+checks the issue-13 targets: no request over 5 s, p95 under 1 s, no 5xx. Bounded: every
+round has ``--round-timeout`` seconds; nothing leaves loopback.
+
+Usage::
+
+    python -m bench.load                       # 64 participants, 3 rounds, d = 100,000
+    python -m bench.load --participants 16 --dim 10000 --sqlite
+    python -m bench.load --json load.json      # also write the figures as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import httpx
+import numpy as np
+
+from bench.loadsim import LoadMember, Sample, sharing_task
+
+__all__ = ["main", "summarize"]
+
+REPO = Path(__file__).resolve().parents[1]
+PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432"
+SERVE = (sys.executable, "-m", "coordinator.cli", "serve", "--insecure", "--migrate")
+UVICORN = (sys.executable, "-m", "uvicorn", "--factory", "coordinator.app:create_app")
+UVICORN += ("--host", "127.0.0.1", "--log-level", "warning")
+TARGET_MAX_S = 5.0
+TARGET_P95_S = 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _database(args: argparse.Namespace, work: Path) -> Iterator[str]:
+    """A fresh database URL for the run (PostgreSQL: created here, dropped after)."""
+    if args.sqlite:
+        yield f"sqlite:///{work / 'coordinator.db'}"
+        return
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    base = make_url(args.postgres)
+    name = f"secfpp_load_{secrets.token_hex(4)}"
+    admin = {
+        "host": base.host or "127.0.0.1",
+        "port": base.port or 5432,
+        "user": base.username or "postgres",
+        "dbname": "postgres",
+        "autocommit": True,
+        "connect_timeout": 5,
+    }
+    if base.password:
+        admin["password"] = base.password
+    with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
+        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _coordinator(url: str, work: Path, args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
+    """A coordinator process on loopback; yields its base URL, admin token and pid."""
+    port = _free_port()
+    token = secrets.token_urlsafe(24)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SECFPP_")},
+        "SECFPP_DATABASE_URL": url,
+        "SECFPP_ADMIN_TOKEN": token,
+        "SECFPP_HOST": "127.0.0.1",
+        "SECFPP_TICK_INTERVAL_S": "1.0",
+        "SECFPP_ENROLLMENT_RATE_LIMIT": "0",
+        "SECFPP_DB_POOL_SIZE": str(args.pool_size),
+        "SECFPP_DB_MAX_OVERFLOW": str(args.max_overflow),
+        "SECFPP_DRIVE_WAIT_S": str(args.drive_wait),
+    }
+    log = work / "coordinator.log"
+    with log.open("ab") as out:
+        if args.workers == 1:
+            command = [*SERVE, "--port", str(port)]
+        else:  # several processes: uvicorn's own supervisor around the app factory
+            env["SECFPP_MIGRATE_ON_STARTUP"] = "true"
+            command = [*UVICORN, "--port", str(port), "--workers", str(args.workers)]
+        process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the coordinator exited; see {log}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the coordinator was not ready in 60 s; see {log}")
+            time.sleep(0.2)
+        print(f"coordinator pid {process.pid} on {base}, log {log}", flush=True)
+        yield base, token, process.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(15)
+
+
+def _prompt_shape(d: int) -> tuple[int, int]:
+    """``(n_ctx, dim)`` with ``n_ctx * dim = d``: the fewest context vectors (at least 16,
+    at most CLIP's 77) whose width stays within the coordinator's 4096."""
+    for n_ctx in range(16, 78):
+        if d % n_ctx == 0 and d // n_ctx <= 4096:
+            return n_ctx, d // n_ctx
+    raise SystemExit(f"--dim {d} is not n_ctx * dim with 16 <= n_ctx <= 77 and dim <= 4096")
+
+
+def _federation(args: argparse.Namespace) -> dict[str, Any]:
+    n_ctx, dim = _prompt_shape(args.dim)
+    return {
+        "name": "load-benchmark",
+        "strategy": "secfpp",
+        "n_participants": args.participants,
+        "prompt": {"n_ctx": n_ctx, "dim": dim, "init_std": 0.02, "init_seed": 0},
+        "rounds": {"total": args.rounds, "warmup_rounds": 1},
+        "deadlines": {"sharing_s": 3600, "distances_s": 3600, "aggregation_s": 3600},
+    }
+
+
+def _cpu_seconds(group: int) -> float:
+    """User + system CPU seconds so far of the live processes of process group ``group``
+    (the coordinator and its workers; Linux ``/proc``)."""
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[2]) == group:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _decode_seconds(metrics: str) -> dict[str, float]:
+    """``secfpp_decode_seconds`` sums by stage, from the Prometheus text."""
+    out: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("secfpp_decode_seconds_sum"):
+            stage = line.split('stage="', 1)[1].split('"', 1)[0]
+            out[stage] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) -> dict[str, Any]:
+    from coordinator.config import FederationConfig
+    from coordinator.rounds.views import envelope_specs
+
+    samples: list[Sample] = []
+    limits = httpx.Limits(max_connections=args.participants + 8)
+    admin_headers = {"Authorization": f"Bearer {admin_token}"}
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http,
+        httpx.AsyncClient(base_url=base, timeout=60, headers=admin_headers) as admin,
+    ):
+        r = await admin.post("/v1/federations", json=_federation(args))
+        r.raise_for_status()
+        federation = r.json()
+        fid = federation["id"]
+        config = FederationConfig.model_validate(federation["config"])
+        r = await admin.post(
+            f"/v1/federations/{fid}/enrollment-tokens", json={"count": args.participants}
+        )
+        r.raise_for_status()
+        members = [LoadMember(http, f"org-{i}", samples) for i in range(args.participants)]
+        await asyncio.gather(
+            *(m.enroll(t) for m, t in zip(members, r.json()["tokens"], strict=True))
+        )
+        samples.clear()  # enrollment is not part of the measured load
+        rounds: list[dict[str, Any]] = []
+        cpu = {"coordinator": 0.0, "load generator": 0.0}
+        for number in range(1, args.rounds + 1):
+            clustering = config.clustered and number > config.rounds.warmup_rounds
+            envelopes = [s.model_dump(mode="json") for s in envelope_specs(config, clustering)]
+            task = sharing_task(members, envelopes)
+            start = time.perf_counter()
+            for member in members:
+                member.prepare(number, task)
+            prepared_s = time.perf_counter() - start
+            r = await admin.post(f"/v1/federations/{fid}/rounds")
+            r.raise_for_status()
+            start = time.perf_counter()
+            cpu_start = (_cpu_seconds(pid), time.process_time())
+            stages = await asyncio.wait_for(
+                asyncio.gather(
+                    *(
+                        m.run_round(number, args.poll, lambda: random.uniform(0, 0.2 * args.poll))
+                        for m in members
+                    )
+                ),
+                args.round_timeout,
+            )
+            seconds = time.perf_counter() - start
+            cpu["coordinator"] += _cpu_seconds(pid) - cpu_start[0]
+            cpu["load generator"] += time.process_time() - cpu_start[1]
+            status = (await admin.get(f"/v1/federations/{fid}/rounds/{number}")).json()
+            rounds.append(
+                {
+                    "round": number,
+                    "stage": status["stage"],
+                    "failure_reason": status.get("failure_reason"),
+                    "seconds": seconds,
+                    "prepare_seconds": prepared_s,
+                    "clusters": len(status.get("next_clusters") or status.get("clusters") or []),
+                    "members_saw": sorted(set(stages)),
+                }
+            )
+            print(
+                f"round {number}: {status['stage']} in {seconds:.1f} s "
+                f"(shares sealed beforehand in {prepared_s:.1f} s)",
+                flush=True,
+            )
+            if status["stage"] != "published":
+                break
+        decode = _decode_seconds((await admin.get("/metrics")).text)
+    return {"rounds": rounds, "cpu_seconds": cpu, "decode_seconds": decode, **summarize(samples)}
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"count": 0}
+    array = np.asarray(values)
+    return {
+        "count": int(array.size),
+        "p50": float(np.percentile(array, 50)),
+        "p95": float(np.percentile(array, 95)),
+        "p99": float(np.percentile(array, 99)),
+        "max": float(array.max()),
+    }
+
+
+def summarize(samples: list[Sample]) -> dict[str, Any]:
+    """Latency percentiles per endpoint and overall (answered requests), and the counts of
+    5xx answers and of transport errors (status 0, sent again)."""
+    answered = [s for s in samples if s.status]
+    endpoints = sorted({s.endpoint for s in answered})
+    return {
+        "overall": _percentiles([s.seconds for s in answered]),
+        "endpoints": {
+            e: _percentiles([s.seconds for s in answered if s.endpoint == e]) for e in endpoints
+        },
+        "server_errors": sum(1 for s in samples if s.status >= 500),
+        "transport_errors": sum(1 for s in samples if s.status == 0),
+        "statuses": {
+            str(code): sum(1 for s in samples if s.status == code)
+            for code in sorted({s.status for s in samples})
+        },
+    }
+
+
+def _report(result: dict[str, Any], args: argparse.Namespace, backend: str) -> bool:
+    rounds = result["rounds"]
+    published = [r for r in rounds if r["stage"] == "published"]
+    total_s = sum(r["seconds"] for r in rounds)
+    per_minute = 60.0 * len(published) / total_s if total_s else 0.0
+    result["rounds_per_minute"] = per_minute
+    print(
+        f"\n{args.participants} participants, d = {args.dim}, {backend}, "
+        f"{len(published)}/{args.rounds} rounds published in {total_s:.1f} s "
+        f"({per_minute:.2f} rounds per minute)"
+    )
+    print(f"{'endpoint':<22}{'count':>7}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}")
+    rows = [*result["endpoints"].items(), ("all participant", result["overall"])]
+    for name, p in rows:
+        if p["count"]:
+            print(
+                f"{name:<22}{p['count']:>7}{1000 * p['p50']:>9.0f}{1000 * p['p95']:>9.0f}"
+                f"{1000 * p['p99']:>9.0f}{1000 * p['max']:>9.0f}"
+            )
+    cpu = result["cpu_seconds"]
+    print(
+        f"CPU seconds during the rounds: coordinator {cpu['coordinator']:.1f}, load generator "
+        f"{cpu['load generator']:.1f} (wall {total_s:.1f}, {os.cpu_count()} cores); "
+        "decoding in the coordinator: "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(result["decode_seconds"].items()))
+    )
+    print(
+        f"5xx answers: {result['server_errors']}; transport errors (sent again): "
+        f"{result['transport_errors']}; statuses: {result['statuses']}"
+    )
+    overall = result["overall"]
+    checks = {
+        f"every round published ({len(published)}/{args.rounds})": len(published) == args.rounds,
+        f"no request over {TARGET_MAX_S:.0f} s (max {overall.get('max', 0):.2f} s)": overall.get(
+            "max", 0
+        )
+        <= TARGET_MAX_S,
+        f"p95 under {TARGET_P95_S:.0f} s (p95 {overall.get('p95', 0):.3f} s)": overall.get("p95", 0)
+        < TARGET_P95_S,
+        f"no 5xx ({result['server_errors']})": result["server_errors"] == 0,
+    }
+    for text, ok in checks.items():
+        print(f"  [{'ok' if ok else 'MISSED'}] {text}")
+    return all(checks.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
+    parser.add_argument("--participants", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dim", type=int, default=100_000, help="prompt entries (n_ctx * dim)")
+    parser.add_argument("--poll", type=float, default=1.0, help="seconds between task polls")
+    parser.add_argument("--round-timeout", type=float, default=600.0)
+    parser.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
+    parser.add_argument("--postgres", default=PG_DEFAULT, help="server URL (no database)")
+    parser.add_argument("--pool-size", type=int, default=10, help="SECFPP_DB_POOL_SIZE")
+    parser.add_argument("--max-overflow", type=int, default=30, help="SECFPP_DB_MAX_OVERFLOW")
+    parser.add_argument(
+        "--drive-wait", type=float, default=0.5, help="SECFPP_DRIVE_WAIT_S (seconds)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="coordinator processes (1: secfpp-coordinator; more: uvicorn --workers)",
+    )
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    args = parser.parse_args(argv)
+    if not 3 <= args.participants <= 256 or not 1 <= args.rounds <= 10:
+        parser.error("--participants must be in [3, 256] and --rounds in [1, 10]")
+    backend = "SQLite" if args.sqlite else "PostgreSQL"
+    work = Path(tempfile.mkdtemp(prefix="secfpp-load-"))
+    try:
+        with _database(args, work) as url, _coordinator(url, work, args) as (base, token, pid):
+            result = asyncio.run(_run(args, base, token, pid))
+    except BaseException:
+        print(f"coordinator log kept in {work}", file=sys.stderr)
+        raise
+    ok = _report(result, args, backend)
+    if args.json:
+        args.json.write_text(json.dumps({"args": vars(args), **result}, default=str, indent=1))
+    if ok:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"coordinator log kept in {work}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Simulated participants for the load benchmark and the fault tests (no torch, no data).
+
+* :class:`FixedTrainer` stands in for prompt learning inside the real participant
+  :class:`~participant.engine.Engine`: participant ``i`` belongs to group ``i % 2``; its
+  reduced prompt ``x_i`` is ``+-0.5`` plus a little noise of a public seed, its update
+  ``g_i`` a fixed small vector. Same index and round, same numbers: two runs of a
+  federation publish identical prompts when the same participants contribute.
+* :class:`LoadMember` speaks the participant API over an ``httpx.AsyncClient`` with the
+  production protocol code (:mod:`participant.protocol`): it seals real shares, opens its
+  real inbox and uploads real coded results with their request digests, so the
+  coordinator decodes and publishes exactly as in a deployment. Its share upload for a
+  round is prepared before the round starts (:meth:`LoadMember.prepare`), so that a load
+  run measures the coordinator rather than the clients' sealing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+from numpy.typing import NDArray
+
+from crypto.rng import DeterministicRandom, RandomSource
+from crypto.transport import generate_keypair, public_key_bytes
+from participant.engine import TrainOutput
+from participant.protocol import (
+    aggregation_payload,
+    crypto_params,
+    distance_payload,
+    open_inbox,
+    peer_keys,
+    share_body,
+)
+
+__all__ = ["FixedTrainer", "LoadMember", "Sample", "group_of"]
+
+
+def group_of(index: int) -> int:
+    """The simulated data group of participant ``index`` (two groups)."""
+    return index % 2
+
+
+class FixedTrainer:
+    """A deterministic stand-in for local prompt learning (module docstring).
+
+    Shapes: ``x_i`` is ``(reduced_dim,)``, ``g_i`` is ``(prompt_size,)``; reals.
+    """
+
+    def __init__(self, index: int, *, reduced_dim: int, prompt_size: int) -> None:
+        self.index = index
+        self.reduced_dim = reduced_dim
+        self.prompt_size = prompt_size
+        self.rounds_trained = 0
+        self.local = np.zeros(2)
+        self.adopted: list[NDArray[np.float64] | None] = []
+
+    def train(self, round_number: int, global_prompt: NDArray[np.float64] | None) -> TrainOutput:
+        sign = 1.0 if group_of(self.index) == 0 else -1.0
+        noise = DeterministicRandom(f"x|{self.index}|{round_number}").standard_normal(
+            self.reduced_dim
+        )
+        reduced = sign * 0.5 + 0.05 * noise
+        update = sign * 0.01 * np.ones(self.prompt_size)
+        self.rounds_trained += 1
+        self.local = self.local + 1.0
+        return TrainOutput(reduced, update, {"local": self.local}, {"loss": 1.0 / round_number})
+
+    def restore(self, state: dict[str, NDArray[Any]]) -> None:
+        self.local = np.asarray(state["local"], dtype=np.float64)
+
+    def evaluate(self, global_prompt: NDArray[np.float64] | None) -> dict[str, float]:
+        self.adopted.append(global_prompt)
+        return {"accuracy": 0.5 + 0.01 * len(self.adopted)}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request: endpoint label, HTTP status, seconds from send to full response."""
+
+    endpoint: str
+    status: int
+    seconds: float
+
+
+@dataclass
+class LoadMember:
+    """One simulated participant of a load run (module docstring)."""
+
+    http: httpx.AsyncClient
+    name: str
+    samples: list[Sample]
+    token: str = ""
+    index: int = -1
+    participant_id: str = ""
+    federation_id: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
+    done: set[tuple[int, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.keys = generate_keypair(DeterministicRandom(f"load-key|{self.name}"))
+        self.rng: RandomSource = DeterministicRandom(f"load|{self.name}")
+
+    @property
+    def public_key(self) -> bytes:
+        return public_key_bytes(self.keys.public)
+
+    async def call(self, endpoint: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One timed request (the bearer token added).
+
+        A transport error (typically a keep-alive connection the server closed just as
+        it was reused) is recorded with status 0 and the request sent again, as the
+        daemon's client does; every participant request is idempotent.
+        """
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        while True:
+            start = time.perf_counter()
+            try:
+                response = await self.http.request(method, path, headers=headers, **kwargs)
+            except httpx.TransportError:
+                self.samples.append(Sample(endpoint, 0, time.perf_counter() - start))
+                await asyncio.sleep(0.1)
+                continue
+            elapsed = time.perf_counter() - start
+            self.samples.append(Sample(endpoint, response.status_code, elapsed))
+            return response
+
+    async def enroll(self, enrollment_token: str) -> None:
+        r = await self.http.post(
+            "/v1/enroll",
+            json={
+                "enrollment_token": enrollment_token,
+                "display_name": self.name,
+                "public_key": base64.b64encode(self.public_key).decode(),
+            },
+        )
+        r.raise_for_status()
+        body = r.json()
+        self.token, self.index = body["api_token"], int(body["index"])
+        self.participant_id, self.federation_id = body["participant_id"], body["federation_id"]
+        me = await self.call("me", "GET", "/v1/participants/me")
+        me.raise_for_status()
+        self.config = me.json()["config"]
+
+    def prepare(self, number: int, sharing_task: dict[str, Any]) -> None:
+        """Seal this member's share upload for round ``number`` ahead of time.
+
+        ``sharing_task`` holds ``peers`` and ``sharing`` as the round's task will.
+        """
+        params = crypto_params(self.config)
+        size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
+        trainer = FixedTrainer(self.index, reduced_dim=params.reduced_dim, prompt_size=size)
+        out = trainer.train(number, None)
+        self.prepared[number] = {
+            "expect": sharing_task["sharing"],
+            "body": share_body(
+                {**sharing_task, "round": number},
+                params=params,
+                federation_id=self.federation_id,
+                index=self.index,
+                private_key=self.keys.private,
+                reduced=out.reduced,
+                update=out.update,
+                rng=self.rng,
+            ),
+        }
+
+    async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
+        """Poll and act until round ``number`` ends; returns its final stage."""
+        while True:
+            r = await self.call("task", "GET", "/v1/participants/me/task")
+            if r.status_code != 200:
+                await asyncio.sleep(poll_s)
+                continue
+            task = r.json()
+            if task["round"] == number and task["stage"] in ("published", "failed", "aborted"):
+                if task["stage"] == "published" and (number, "outcome") not in self.done:
+                    await self._outcome(number)
+                return str(task["stage"])
+            action = task["action"]
+            if task["round"] == number and not task["uploaded"]:
+                if action == "share" and (number, "share") not in self.done:
+                    await self._share(task, number)
+                    continue
+                if action in ("compute_distances", "compute_sums"):
+                    stage = "distances" if action == "compute_distances" else "aggregation"
+                    if (number, stage) not in self.done:
+                        await self._result(task, number, stage)
+                        continue
+            await asyncio.sleep(poll_s + jitter())
+
+    async def _share(self, task: dict[str, Any], number: int) -> None:
+        prepared = self.prepared.get(number)
+        if prepared is None or prepared["expect"] != task["sharing"]:
+            raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
+        path = f"/v1/participants/me/rounds/{number}/shares"
+        r = await self.call("shares", "POST", path, json=prepared["body"])
+        if r.status_code == 200:
+            self.done.add((number, "share"))
+
+    async def _result(self, task: dict[str, Any], number: int, stage: str) -> None:
+        path = f"/v1/participants/{self.participant_id}/rounds/{number}/inbox"
+        r = await self.call("inbox", "GET", path)
+        if r.status_code != 200:
+            return
+        payload, digest = await asyncio.to_thread(self._compute, task, r.json(), stage)
+        r = await self.call(
+            f"results/{stage}",
+            "POST",
+            f"/v1/participants/me/rounds/{number}/results/{stage}",
+            content=payload,
+            headers={"Content-Type": "application/octet-stream", "X-Request-Digest": digest},
+        )
+        if r.status_code == 200:
+            self.done.add((number, stage))
+
+    def _compute(
+        self, task: dict[str, Any], inbox: dict[str, Any], stage: str
+    ) -> tuple[bytes, str]:
+        params = crypto_params(self.config)
+        if stage == "distances":
+            kind, spec = "prompt", params.clustering_field
+            length = params.clustering_lcc().chunk_length(params.reduced_dim)
+        else:
+            kind, spec = "update", params.aggregation_field
+            size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
+            length = params.aggregation_lcc().chunk_length(size)
+        opened = open_inbox(
+            inbox,
+            kind=kind,
+            context_stage=f"sharing-{kind}",
+            prime=spec.prime,
+            share_length=length,
+            federation_id=self.federation_id,
+            index=self.index,
+            private_key=self.keys.private,
+            peers=peer_keys(task),
+        )
+        build = distance_payload if stage == "distances" else aggregation_payload
+        return build(task, opened, params)
+
+    async def _outcome(self, number: int) -> None:
+        r = await self.call("outcome", "GET", f"/v1/participants/me/rounds/{number}/outcome")
+        if r.status_code == 200:
+            path = f"/v1/participants/me/rounds/{number}/metrics"
+            await self.call("metrics", "POST", path, json={"accuracy": 0.5})
+            self.done.add((number, "outcome"))
+
+
+def sharing_task(members: Sequence[LoadMember], envelopes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``peers`` and ``sharing`` parts of a round's task, as every member will get."""
+    ordered = sorted(members, key=lambda m: m.index)
+    return {
+        "peers": [
+            {
+                "index": m.index,
+                "display_name": m.name,
+                "public_key": base64.b64encode(m.public_key).decode(),
+            }
+            for m in ordered
+        ],
+        "sharing": {"recipients": [m.index for m in ordered], "envelopes": envelopes},
+    }

@@ -1,0 +1,126 @@
+"""Database outages at the API: 503 with ``Retry-After``, and the readiness probe.
+
+A request that fails because the database is unreachable, the pool had no connection
+within ``db_pool_timeout_s``, or a statement ran past ``db_statement_timeout_s`` gets
+``503 database_unavailable`` with ``Retry-After: retry_after_s`` (participant daemons
+wait and retry), never a 500; the round driver is told, so that stage deadlines get
+their grace period once the database answers again.
+
+The readiness probe (``/readyz``) runs on its own unpooled engine with 1 s timeouts in
+a worker thread that the route stops waiting for after :data:`READY_TIMEOUT_S`, so it
+answers within 2 s whatever the database does.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine, exc, text
+
+from coordinator.api.problems import problem_response
+from coordinator.db.engine import DatabaseLimits
+from coordinator.db.errors import is_database_unavailable
+from coordinator.db.migrate import current_revision, head_revision
+from coordinator.errors import ProblemError
+from coordinator.settings import Settings
+
+__all__ = [
+    "READY_TIMEOUT_S",
+    "Readiness",
+    "check_readiness",
+    "database_limits",
+    "install_outage_handlers",
+]
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 1.8
+"""How long ``/readyz`` waits for the database probe before it reports it down."""
+
+
+def database_limits(settings: Settings) -> DatabaseLimits:
+    """The pool and timeout settings as the engine takes them."""
+    return DatabaseLimits(
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout_s=settings.db_pool_timeout_s,
+        connect_timeout_s=settings.db_connect_timeout_s,
+        statement_timeout_s=settings.db_statement_timeout_s,
+    )
+
+
+def unavailable(settings: Settings, err: BaseException) -> ProblemError:
+    return ProblemError(
+        "database_unavailable",
+        f"the database is unreachable or too slow ({type(err).__name__}); retry later",
+        headers={"Retry-After": str(settings.retry_after_s)},
+    )
+
+
+def install_outage_handlers(app: FastAPI) -> None:
+    """Database errors that retrying can fix become 503 ``database_unavailable``."""
+
+    async def _database_error(request: Request, err: Exception) -> JSONResponse:
+        if not is_database_unavailable(err):
+            log.error("database error on %s", request.url.path, exc_info=err)
+            return problem_response(ProblemError("internal_error", type(err).__name__))
+        driver = getattr(request.app.state, "driver", None)
+        if driver is not None:
+            driver.note_outage()
+        log.warning("%s %s: database unavailable (%s)", request.method, request.url.path, err)
+        return problem_response(unavailable(request.app.state.settings, err), request.url.path)
+
+    app.add_exception_handler(exc.DBAPIError, _database_error)
+    app.add_exception_handler(exc.TimeoutError, _database_error)
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What the probe found: ``database`` is ``up`` or ``down``."""
+
+    database: str
+    revision: str | None = None
+    error: str | None = None
+
+
+def _probe(engine: Engine) -> Readiness:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+            return Readiness("up", revision=current_revision(conn))
+    except Exception as err:  # any failure means "not ready"; the reason is reported
+        return Readiness("down", error=type(err).__name__)
+
+
+async def check_readiness(engine: Engine, limiter: anyio.CapacityLimiter) -> Readiness:
+    """Probe the database in a worker thread; ``down`` if it takes over READY_TIMEOUT_S."""
+    with anyio.move_on_after(READY_TIMEOUT_S):
+        return await anyio.to_thread.run_sync(
+            _probe, engine, abandon_on_cancel=True, limiter=limiter
+        )
+    return Readiness("down", error=f"no answer within {READY_TIMEOUT_S} s")
+
+
+def readiness_document(found: Readiness, settings: Settings) -> dict[str, Any]:
+    """The ``/readyz`` answer; raises the 503 problem when not ready."""
+    if found.database != "up":
+        raise ProblemError(
+            "not_ready",
+            f"database unreachable: {found.error}",
+            headers={"Retry-After": str(settings.retry_after_s)},
+            database="down",
+        )
+    head = head_revision()
+    if found.revision != head:
+        raise ProblemError(
+            "not_ready",
+            f"schema at revision {found.revision}, head is {head}",
+            database="up",
+            revision=found.revision,
+        )
+    return {"status": "ready", "database": "up", "revision": found.revision}

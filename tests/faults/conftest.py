@@ -1,0 +1,310 @@
+"""The fault suite: real coordinator processes killed, restarted, cut off from their
+database; real participant daemons killed and restarted; damaged state directories.
+
+The participant daemons are the production :class:`~participant.engine.Engine` (in
+threads of the test process, or as processes through ``tests/faults/daemon.py``) with a
+stand-in trainer (:class:`bench.loadsim.FixedTrainer`), so no torch and no data.
+
+The fast scenarios run in the default test run (SQLite, and PostgreSQL when it answers;
+under ``CI=true`` PostgreSQL is required, see ``tests/conftest.py``). The long ones are
+marked ``long_fault`` and deselected unless ``SECFPP_LONG_FAULTS=1``::
+
+    SECFPP_LONG_FAULTS=1 .venv/bin/pytest tests/faults -m long_fault
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bench.loadsim import FixedTrainer
+from crypto.rng import DeterministicRandom
+from participant.client import CoordinatorClient, RetryPolicy
+from participant.engine import Engine
+from participant.enrollment import enroll
+from participant.state import StateDir
+
+ADMIN_TOKEN = "admin-secret-token"
+N, N_CTX, DIM, R = 6, 4, 8, 16
+FAST_RETRY = RetryPolicy(base_s=0.05, cap_s=0.5, log_every_s=5.0)
+SERVER_ENV = {
+    "SECFPP_ENROLLMENT_RATE_LIMIT": "0",
+    "SECFPP_RETRY_AFTER_S": "1",
+    "SECFPP_DB_CONNECT_TIMEOUT_S": "2",
+    "SECFPP_DRIVE_WAIT_S": "0.5",
+}
+ENDED = ("published", "failed", "aborted")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "long_fault: minutes-long fault scenario (SECFPP_LONG_FAULTS=1 runs them)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("SECFPP_LONG_FAULTS") == "1":
+        return
+    long = [item for item in items if item.get_closest_marker("long_fault")]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item not in long]
+
+
+def federation_body(name: str, **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "strategy": "secfpp",
+        "n_participants": N,
+        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 3},
+        "tolerance": {
+            "reduced_dim": R,
+            "dropout_fraction": 0.2,
+            "collusion_fraction": 0.2,
+            "min_aggregation_size": 2,
+            "max_clusters": 3,
+        },
+        "rounds": {"total": 1, "warmup_rounds": 0},
+        "deadlines": {"sharing_s": 600, "distances_s": 600, "aggregation_s": 600},
+    }
+    body.update(overrides)
+    return body
+
+
+class Admin:
+    """The admin API of one coordinator URL; calls are retried while it is down."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(
+            base_url=url, timeout=30, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+
+    def call(self, method: str, path: str, *, patience_s: float = 60.0, **kw: Any) -> Any:
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                r = self.http.request(method, path, **kw)
+                if r.status_code < 500:
+                    return r
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{method} {path}: the coordinator did not answer")
+            time.sleep(0.1)
+
+    def create(self, body: dict[str, Any]) -> tuple[str, list[str]]:
+        r = self.call("POST", "/v1/federations", json=body)
+        assert r.status_code == 201, r.text
+        fid = r.json()["id"]
+        count = {"count": body["n_participants"]}
+        r = self.call("POST", f"/v1/federations/{fid}/enrollment-tokens", json=count)
+        assert r.status_code == 201, r.text
+        return fid, list(r.json()["tokens"])
+
+    def start_round(self, fid: str) -> int:
+        r = self.call("POST", f"/v1/federations/{fid}/rounds")
+        assert r.status_code == 201, r.text
+        return int(r.json()["number"])
+
+    def status(self, fid: str, number: int) -> dict[str, Any]:
+        r = self.call("GET", f"/v1/federations/{fid}/rounds/{number}")
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    def wait(
+        self,
+        fid: str,
+        number: int,
+        until: Callable[[dict[str, Any]], bool],
+        timeout_s: float = 90.0,
+        alive: Callable[[], None] = lambda: None,
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            alive()
+            status = self.status(fid, number)
+            if until(status):
+                return status
+            if time.monotonic() > deadline:
+                raise AssertionError(f"round {number} stuck: {status['stage']} {status['uploads']}")
+            time.sleep(0.1)
+
+
+def enroll_states(url: str, tokens: list[str], root: Path) -> list[StateDir]:
+    """Enroll one state directory per token, in order (indices 0, 1, ... in order)."""
+    states = []
+    for n, token in enumerate(tokens):
+        state = StateDir(root / f"p{n}")
+        client = CoordinatorClient(httpx.Client(base_url=url, timeout=30), retry=FAST_RETRY)
+        try:
+            enroll(
+                client,
+                state,
+                coordinator_url=url,
+                enrollment_token=token,
+                display_name=f"org-{n}",
+                ca_bundle=None,
+                rng=DeterministicRandom(f"key-{n}"),
+            )
+        finally:
+            client.close()
+        states.append(state)
+    return states
+
+
+def make_engine(url: str, state: StateDir, *, client: CoordinatorClient | None = None) -> Engine:
+    """A daemon engine with the stand-in trainer and deterministic share randomness."""
+    index = int(state.identity()["index"])
+    client = client or CoordinatorClient(httpx.Client(base_url=url, timeout=30), retry=FAST_RETRY)
+    trainer = FixedTrainer(index, reduced_dim=R, prompt_size=N_CTX * DIM)
+    return Engine(client, state, trainer, rng=DeterministicRandom(f"shares-{index}"), poll_s=0.1)
+
+
+class Daemons:
+    """Engines running ``Engine.run`` in threads; errors are kept for the test to raise."""
+
+    def __init__(self, engines: list[Engine]) -> None:
+        self.engines = engines
+        self.errors: list[BaseException] = []
+        self.handled: dict[int, int] = {}
+        self.threads = [threading.Thread(target=self._run, args=(e,), daemon=True) for e in engines]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, engine: Engine) -> None:
+        try:
+            self.handled[engine.index] = engine.run()
+        except BaseException as err:  # reported by check()
+            self.errors.append(err)
+
+    def check(self) -> None:
+        if self.errors:
+            raise AssertionError(f"a daemon failed: {self.errors[0]!r}") from self.errors[0]
+
+    def join(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        for thread in self.threads:
+            thread.join(max(0.1, deadline - time.monotonic()))
+        self.check()
+        assert not any(t.is_alive() for t in self.threads), "a daemon is still running"
+
+
+def summary(admin: Admin, fid: str, number: int, states: list[StateDir]) -> dict[str, Any]:
+    """What a round produced: every participant's published prompt (bytes), who uploaded
+    in each stage, who was dropped. (The next round's clusters are left out: the probes
+    of the distance stage are drawn from a public hash of the federation id, so two
+    federations may split differently.)"""
+    status = admin.status(fid, number)
+    assert status["stage"] == "published", status["failure_reason"]
+    prompts = {}
+    for state in states:
+        prompt = state.read_array(f"rounds/{number}/global.npy")
+        assert prompt is not None
+        prompts[int(state.identity()["index"])] = prompt.tobytes()
+    members = sorted(m for c in status["next_clusters"] or status["clusters"] for m in c["members"])
+    assert members == list(range(N))
+    return {"prompts": prompts, "uploads": status["uploads"], "dropped": status["dropped"]}
+
+
+class TcpProxy:
+    """A loopback TCP proxy that can be cut (every connection closed, new ones refused)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self._listener: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        """The database goes away: close the listener and every relayed connection."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            for conn in list(self._open):
+                _close(conn)
+            self._open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                _close(client)
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._open |= {client, server}
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for conn in (source, target):
+                _close(conn)
+                with self._lock:
+                    self._open.discard(conn)
+
+
+def _close(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+    conn.close()
+
+
+class Kit:
+    """What the fault tests use (a fixture, since test modules cannot import conftest)."""
+
+    Admin = Admin
+    Daemons = Daemons
+    TcpProxy = TcpProxy
+    federation_body = staticmethod(federation_body)
+    enroll_states = staticmethod(enroll_states)
+    make_engine = staticmethod(make_engine)
+    summary = staticmethod(summary)
+    SERVER_ENV = SERVER_ENV
+    ENDED = ENDED
+    N = N
+
+
+@pytest.fixture
+def kit() -> type[Kit]:
+    return Kit
+
+
+@pytest.fixture
+def coordinator(db_url: str, tmp_path: Path, server_process: Any) -> Iterator[Any]:
+    """A running coordinator process on the parametrized database."""
+    server = server_process(db_url, tmp_path / "coordinator.log", SERVER_ENV)
+    server.start("--insecure")
+    yield server
+    server.stop()
