@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from coordinator import limits
+from crypto.dp.distributed import DistributedNoise, with_distributed_headroom
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 
 __all__ = [
@@ -37,29 +39,43 @@ class _Frozen(BaseModel):
 class CodeSpecModel(_Frozen):
     """LCC code: ``k`` data chunks, ``t`` colluders tolerated."""
 
-    k: int = Field(ge=1)
-    t: int = Field(ge=1)
+    k: int = Field(ge=1, le=limits.MAX_CODE_SIZE)
+    t: int = Field(ge=1, le=limits.MAX_CODE_SIZE)
 
 
 class FieldSpecModel(_Frozen):
     """Field GF(prime), quantization scale ``2**bits`` and clip bound per entry."""
 
-    prime: int
+    prime: int = Field(ge=3, le=limits.MAX_PRIME)
     bits: int = Field(ge=0, le=52)
-    clip: float = Field(gt=0)
+    clip: float = Field(gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
 
 
 class CryptoConfig(_Frozen):
     """The resolved :class:`~crypto.params.CryptoParams` (without ``n_participants``)."""
 
-    reduced_dim: int = Field(ge=1, description="r: length of the reduced prompt x_i.")
+    reduced_dim: int = Field(
+        ge=1, le=limits.MAX_REDUCED_DIM, description="r: length of the reduced prompt x_i."
+    )
     clustering_code: CodeSpecModel
     aggregation_code: CodeSpecModel
     clustering_field: FieldSpecModel
     aggregation_field: FieldSpecModel
-    l2_clip: float = Field(gt=0, description="C: L2 bound of one participant's update.")
-    min_aggregation_size: int = Field(ge=2)
-    max_clusters: int = Field(ge=1)
+    l2_clip: float = Field(
+        gt=0,
+        le=limits.MAX_CLIP,
+        allow_inf_nan=False,
+        description="C: L2 bound of one participant's update.",
+    )
+    min_aggregation_size: int = Field(ge=2, le=limits.MAX_PARTICIPANTS)
+    min_reference_size: int = Field(
+        default=2,
+        ge=1,
+        le=limits.MAX_PARTICIPANTS,
+        description="Smallest set a participant computes distances to; 1 allows distances "
+        "to single participants' prompts (the default 2 refuses them).",
+    )
+    max_clusters: int = Field(ge=1, le=limits.MAX_PARTICIPANTS)
 
     @classmethod
     def from_params(cls, params: CryptoParams) -> CryptoConfig:
@@ -77,6 +93,7 @@ class CryptoConfig(_Frozen):
             aggregation_field=fld(params.aggregation_field),
             l2_clip=params.l2_clip,
             min_aggregation_size=params.min_aggregation_size,
+            min_reference_size=params.min_reference_size,
             max_clusters=params.max_clusters,
         )
 
@@ -91,6 +108,7 @@ class CryptoConfig(_Frozen):
             aggregation_field=FieldSpec(**self.aggregation_field.model_dump()),
             l2_clip=self.l2_clip,
             min_aggregation_size=self.min_aggregation_size,
+            min_reference_size=self.min_reference_size,
             max_clusters=self.max_clusters,
         )
 
@@ -98,23 +116,32 @@ class CryptoConfig(_Frozen):
 class Tolerance(_Frozen):
     """How the codes are chosen when ``crypto`` is not given explicitly."""
 
-    reduced_dim: int = Field(default=128, ge=1)
-    dropout_fraction: float = Field(default=0.25, ge=0, lt=1)
-    collusion_fraction: float = Field(default=0.25, ge=0, lt=1)
-    clustering_clip: float = Field(default=4.0, gt=0)
-    aggregation_clip: float = Field(default=1.0, gt=0)
-    l2_clip: float = Field(default=10.0, gt=0)
-    min_aggregation_size: int = Field(default=3, ge=2)
-    max_clusters: int = Field(default=8, ge=1)
+    reduced_dim: int = Field(default=128, ge=1, le=limits.MAX_REDUCED_DIM)
+    dropout_fraction: float = Field(default=0.25, ge=0, lt=1, allow_inf_nan=False)
+    collusion_fraction: float = Field(default=0.25, ge=0, lt=1, allow_inf_nan=False)
+    clustering_clip: float = Field(default=4.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
+    aggregation_clip: float = Field(default=1.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
+    l2_clip: float = Field(default=10.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
+    min_aggregation_size: int = Field(default=3, ge=2, le=limits.MAX_PARTICIPANTS)
+    min_reference_size: int = Field(default=2, ge=1, le=limits.MAX_PARTICIPANTS)
+    max_clusters: int = Field(default=8, ge=1, le=limits.MAX_PARTICIPANTS)
 
 
 class PromptConfig(_Frozen):
     """Shape of a global prompt (``n_ctx x dim``) and how generation 0 is drawn."""
 
-    n_ctx: int = Field(default=16, ge=1)
-    dim: int = Field(default=512, ge=1)
-    init_std: float = Field(default=0.02, ge=0, description="Generation 0 is N(0, init_std^2).")
-    init_seed: int = Field(default=0, description="Public seed of generation 0.")
+    n_ctx: int = Field(default=16, ge=1, le=limits.MAX_N_CTX)
+    dim: int = Field(default=512, ge=1, le=limits.MAX_PROMPT_DIM)
+    init_std: float = Field(
+        default=0.02,
+        ge=0,
+        le=limits.MAX_INIT_STD,
+        allow_inf_nan=False,
+        description="Generation 0 is N(0, init_std^2).",
+    )
+    init_seed: int = Field(
+        default=0, ge=0, le=limits.JSON_SAFE_INT_MAX, description="Public seed of generation 0."
+    )
 
     @property
     def size(self) -> int:
@@ -125,46 +152,92 @@ class ReductionConfig(_Frozen):
     """How participants map a prompt to ``x_i`` (DESIGN.md section 4); public."""
 
     method: Literal["jl", "token-pca"] = "jl"
-    seed: int = Field(default=0, description="Public seed of the JL matrix.")
+    seed: int = Field(
+        default=0, ge=0, le=limits.JSON_SAFE_INT_MAX, description="Public seed of the JL matrix."
+    )
+    direction: bool = Field(
+        default=True,
+        description="x_i is the unit direction of reduce(P_i) - reduce(G): what the round's "
+        "training added to the cluster's global prompt, not how far it moved (which mostly "
+        "reflects how well the backbone already did). False: x_i = reduce(P_i) as in the "
+        "original design.",
+    )
 
 
 class ClusteringPolicy(_Frozen):
-    """Parameters of the SecPC clustering step (DESIGN.md section 4)."""
+    """Parameters of the SecPC clustering step (docs/protocol.md, "Clustering step")."""
 
-    split_rule: Literal["axis", "singleton"] = Field(
-        default="axis",
+    split_threshold: float = Field(
+        default=0.05,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
         description=(
-            "How a cluster's candidate is tested for a split: 'axis' (1-D two-means of the "
-            "members' positions on the centre-to-candidate axis; finds groups the "
-            "'singleton' rule of DESIGN.md section 4 misses in high dimension) or "
-            "'singleton' (members nearer to the candidate than to the centre)."
+            "A cluster splits when W2/W1, the within-part over total sum of squares of the "
+            "best two-means cut of its members' coordinates on the probe axis, is below "
+            "this. Higher splits more readily (more false splits on small clusters)."
         ),
     )
-    axis_split_ratio: float = Field(
-        default=0.05, gt=0, le=1, description="'axis' rule: split when W2/W1 is below this."
+    max_trim: int = Field(
+        default=2, ge=0, le=4, description="Outlying members set aside before the split cut."
     )
-    split_ratio: float = Field(
-        default=0.9, gt=0, le=1, description="'singleton' rule: split when S1/S0 is below this."
+    trim_factor: float = Field(
+        default=3.0,
+        gt=1,
+        le=100,
+        allow_inf_nan=False,
+        description="A member is set aside when farther than this many interquartile ranges "
+        "from the median coordinate.",
     )
-    merge_factor: float = Field(default=1.0, ge=0)
+    merge_factor: float = Field(default=1.0, ge=0, le=limits.MAX_MERGE_FACTOR, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_rules(cls, data: object) -> object:
+        # Federations stored before the probe rule carry the singleton/axis settings; they
+        # no longer apply (the probe rule replaced both), so they are dropped on load.
+        if isinstance(data, dict):
+            return {
+                k: v
+                for k, v in data.items()
+                if k not in ("split_rule", "axis_split_ratio", "split_ratio")
+            }
+        return data
 
 
 class RoundPolicy(_Frozen):
     """How many rounds, how many of them warmup, and the global step size."""
 
-    total: int | None = Field(default=None, ge=1, description="Rounds allowed; null: unbounded.")
-    warmup_rounds: int = Field(
-        default=1, ge=0, description="Rounds without the distance stage (everyone in cluster 0)."
+    total: int | None = Field(
+        default=None, ge=1, le=limits.INT32_MAX, description="Rounds allowed; null: unbounded."
     )
-    lr_global: float = Field(default=1.0, gt=0, description="G_c <- G_c + lr_global * mean.")
+    warmup_rounds: int = Field(
+        default=1,
+        ge=0,
+        le=limits.INT32_MAX,
+        description="Rounds without the distance stage (everyone in cluster 0).",
+    )
+    lr_global: float = Field(
+        default=1.0,
+        gt=0,
+        le=limits.MAX_LR_GLOBAL,
+        allow_inf_nan=False,
+        description="G_c <- G_c + lr_global * mean.",
+    )
 
 
 class DeadlineConfig(_Frozen):
     """Seconds each stage stays open (sharing includes local training)."""
 
-    sharing_s: float = Field(default=3600.0, gt=0)
-    distances_s: float = Field(default=600.0, gt=0)
-    aggregation_s: float = Field(default=600.0, gt=0)
+    sharing_s: float = Field(
+        default=3600.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
+    )
+    distances_s: float = Field(
+        default=600.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
+    )
+    aggregation_s: float = Field(
+        default=600.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
+    )
 
 
 LDP_DEFAULT_RANK = 8
@@ -188,32 +261,52 @@ class DifferentialPrivacyConfig(_Frozen):
     The coordinator writes no LDP records to the privacy ledger: the number of local
     steps per round (hence of releases) is known only to each participant, which
     accounts its LDP locally. The ledger holds the coordinator's own GDP releases.
+
+    ``mechanism``: ``"gaussian"`` is GDP, discrete Gaussian noise the coordinator adds
+    to each decoded cluster sum (std ``z C`` in real units); ``"distributed"`` is
+    distributed DP (:mod:`crypto.dp.distributed`): every participant adds its own
+    discrete Gaussian share to its quantized update before sharing, calibrated so
+    that any sum a participant agrees to (``>= min_aggregation_size`` members) carries
+    std ``>= z C``; the coordinator never holds a noiseless sum. Off (``"none"``) by
+    default. With ``"distributed"`` the aggregation field's ``bits`` are lowered at
+    creation so the noisy sums cannot wrap.
     """
 
-    mechanism: Literal["none", "gaussian"] = "none"
+    mechanism: Literal["none", "gaussian", "distributed"] = "none"
     noise_multiplier: float | None = Field(
-        default=None, gt=0, description="sigma_G / sensitivity; required for 'gaussian'."
+        default=None,
+        gt=0,
+        le=limits.MAX_NOISE_MULTIPLIER,
+        allow_inf_nan=False,
+        description="z = noise std / sensitivity; required for 'gaussian' and 'distributed'.",
     )
-    delta: float = Field(default=1e-5, gt=0, lt=1)
+    delta: float = Field(default=1e-5, gt=0, lt=1, allow_inf_nan=False)
     epsilon_budget: float | None = Field(
-        default=None, gt=0, description="Rounds that would spend more are refused at start."
+        default=None,
+        gt=0,
+        le=limits.MAX_EPSILON_BUDGET,
+        allow_inf_nan=False,
+        description="Rounds that would spend more are refused at start.",
     )
 
     ldp_rank: int | None = Field(
         default=None,
         ge=1,
+        le=limits.MAX_N_CTX,
         description="dpfpl: rank k of the local prompt's factorization L = u v + r, at most "
         "min(n_ctx, dim); null at creation: min(8, n_ctx, dim).",
     )
     ldp_clip_norm: float | None = Field(
         default=None,
         gt=0,
+        le=limits.MAX_CLIP,
         allow_inf_nan=False,
         description="dpfpl: per-step L2 clip C of grad_G, grad_u, grad_v; null at creation: 1.0.",
     )
     ldp_noise_multiplier: float | None = Field(
         default=None,
         ge=0,
+        le=limits.MAX_NOISE_MULTIPLIER,
         allow_inf_nan=False,
         description="dpfpl: z_L, per-step noise N(0, (z_L C)^2) on grad_u and grad_v; 0 means "
         "no LDP noise; null at creation: 0.",
@@ -221,8 +314,8 @@ class DifferentialPrivacyConfig(_Frozen):
 
     @model_validator(mode="after")
     def _needs_multiplier(self) -> DifferentialPrivacyConfig:
-        if self.mechanism == "gaussian" and self.noise_multiplier is None:
-            raise ValueError("mechanism 'gaussian' needs noise_multiplier")
+        if self.mechanism != "none" and self.noise_multiplier is None:
+            raise ValueError(f"mechanism {self.mechanism!r} needs noise_multiplier")
         return self
 
     @property
@@ -252,7 +345,7 @@ class _Policy(_Frozen):
         description="secfpp: clustered global prompts (SecPC); promptfl and dpfpl: one global "
         "prompt (no distance stage).",
     )
-    n_participants: int = Field(ge=2, le=1024)
+    n_participants: int = Field(ge=2, le=limits.MAX_PARTICIPANTS)
     prompt: PromptConfig = PromptConfig()
     reduction: ReductionConfig = ReductionConfig()
     clustering: ClusteringPolicy = ClusteringPolicy()
@@ -286,7 +379,7 @@ class _Policy(_Frozen):
 class FederationCreate(_Policy):
     """Request to create a federation: ``crypto`` explicit, or derived from ``tolerance``."""
 
-    name: str = Field(min_length=1, max_length=200)
+    name: limits.Label
     crypto: CryptoConfig | None = None
     tolerance: Tolerance = Tolerance()
 
@@ -305,8 +398,12 @@ class FederationCreate(_Policy):
                 aggregation_clip=tol.aggregation_clip,
                 l2_clip=tol.l2_clip,
                 min_aggregation_size=min(tol.min_aggregation_size, self.n_participants),
+                min_reference_size=min(tol.min_reference_size, self.n_participants),
                 max_clusters=min(tol.max_clusters, self.n_participants),
             )
+            z = self.dp.noise_multiplier
+            if self.dp.mechanism == "distributed" and z is not None:
+                params = with_distributed_headroom(params, noise_multiplier=z)  # noise fits p
             crypto = CryptoConfig.from_params(params)
         dp = self.dp
         if self.strategy == "dpfpl":
@@ -316,7 +413,9 @@ class FederationCreate(_Policy):
             dp=dp,
             crypto=crypto,
         )
-        config.crypto_params()  # validates bounds
+        params = config.crypto_params()  # validates bounds
+        if dp.mechanism == "distributed" and dp.noise_multiplier is not None:
+            DistributedNoise.for_params(params, noise_multiplier=dp.noise_multiplier)  # fits p
         return config
 
 

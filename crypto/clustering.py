@@ -17,7 +17,8 @@ membership to the next membership:
    (:func:`crypto.split_test.probe_coordinates`); the best two-means cut of the ``f``
    (both parts of at least ``min_aggregation_size``, outliers trimmed,
    :func:`crypto.split_test.best_cut`) splits ``c`` when ``W2 / W1 < split_threshold``.
-   The smaller part becomes the new cluster (ties: the high side). ``W2 / W1`` of every
+   The smaller part becomes the new cluster (equal parts: the one without the lowest
+   participant id, so the outcome does not depend on the probe drawn). ``W2 / W1`` of every
    tested cluster is recorded in :attr:`StepResult.split_ratios`;
 3. **merge** (at most one per round): among clusters not split this round, the closest
    pair with ``E[c, c'] < merge_factor * (s_c + s_c') / 2``, ``s_c = median{D[i, c] :
@@ -375,7 +376,10 @@ def secpc_step(
         high_part, low_part = sorted(still & high), sorted(still - high)
         if min(len(high_part), len(low_part)) < config.min_aggregation_size:
             continue
-        moved = high_part if len(high_part) <= len(low_part) else low_part
+        if len(high_part) != len(low_part):
+            moved = min(high_part, low_part, key=len)
+        else:  # the part without the lowest id moves: independent of the probe drawn
+            moved = low_part if high_part[0] < low_part[0] else high_part
         child = next_id
         next_id += 1
         n_clusters += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,7 +22,11 @@ from numpy.typing import NDArray
 
 from crypto.errors import RefusalError
 from crypto.params import CryptoParams
-from crypto.refusal import check_same_request
+from crypto.refusal import (
+    aggregation_request_digest,
+    check_same_request,
+    distance_request_digest,
+)
 from crypto.rng import RandomSource, SystemRandom
 from crypto.transport import load_private_key
 from participant.client import CoordinatorClient, RequestRefusedError
@@ -30,6 +34,8 @@ from participant.protocol import (
     aggregation_payload,
     crypto_params,
     distance_payload,
+    distance_request,
+    distributed_noise,
     open_inbox,
     peer_keys,
     prompt_from_document,
@@ -41,6 +47,8 @@ __all__ = ["Engine", "TrainOutput", "Trainer"]
 
 log = logging.getLogger(__name__)
 
+#: Stages in which a round is over: its outcome is fetched, whatever this daemon's part.
+ENDED = frozenset({"published", "failed", "aborted"})
 #: 409 codes that mean "the round moved on without you": poll again, do not stop.
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
 
@@ -114,8 +122,7 @@ class Engine:
         return f"rounds/{number}/{name}"
 
     def progress(self, number: int) -> dict[str, Any]:
-        data: dict[str, Any] = self.state.read_json(self._path(number, "progress.json"), {})
-        return data
+        return self.state.read_object(self._path(number, "progress.json"), {})
 
     def _commit(self, number: int, progress: dict[str, Any]) -> None:
         self.state.write_json(self._path(number, "progress.json"), progress)
@@ -143,6 +150,8 @@ class Engine:
         """Fetch the task and do its work once; returns the task document."""
         task = self.client.task()
         action = task["action"]
+        if task["round"] is not None and task.get("stage") in ENDED:
+            action = "fetch_outcome"  # published, failed or aborted: whatever our part was
         if task["round"] is None or (task.get("uploaded") and action != "fetch_outcome"):
             return task
         number = int(task["round"])
@@ -225,8 +234,7 @@ class Engine:
             )
             self._commit(number, progress)
         body_path = self._path(number, "shares.json")
-        raw = self.state.read_bytes(body_path)
-        if raw is None:
+        if not (self.state.root / body_path).exists():
             body = share_body(
                 task,
                 params=self.params,
@@ -236,12 +244,13 @@ class Engine:
                 reduced=self.state.read_array(self._path(number, "reduced.npy")),
                 update=self.state.read_array(self._path(number, "update.npy")),
                 rng=self.rng,
+                noise=distributed_noise(self.config, self.params),  # distributed DP, else None
             )
             self.state.write_bytes(body_path, json.dumps(body).encode())
             progress["sharing_specs"] = task["sharing"]["envelopes"]
             self._commit(number, progress)
         else:
-            body = json.loads(raw)
+            body = self.state.read_object(body_path)
         self.client.upload_shares(number, body)
         self._say(f"round {number}: shares uploaded to {len(task['sharing']['recipients'])} peers")
 
@@ -270,12 +279,38 @@ class Engine:
             self._say(f"round {number}: shares from {list(opened.failed)} failed authentication")
         return opened
 
+    def _request_digest(self, task: dict[str, Any], number: int, stage: str) -> str:
+        """Digest of the request the task holds for ``stage`` (as the coordinator has it)."""
+        if stage == "distances":
+            return distance_request_digest(self.federation_id, number, distance_request(task))
+        sets = [tuple(int(m) for m in s["members"]) for s in task["aggregation"]["sets"]]
+        return aggregation_request_digest(self.federation_id, number, sets)
+
     def _coded(self, task: dict[str, Any], number: int, stage: str) -> None:
+        """Answer the stage's request once, or refuse it (naming whom it blames).
+
+        A refusal is tied to the request it refuses: when the coordinator plans the stage
+        again (a blamed sender was dropped) the new request is tried afresh. A request
+        other than the one already answered is refused (``conflicting_request``).
+        """
         progress = self.progress(number)
+        if progress.get(f"{stage}_refused"):  # state written before refusals were per request
+            return
+        request = self._request_digest(task, number, stage)
+        refusal = progress.get(f"{stage}_refusal")
+        if isinstance(refusal, dict) and refusal.get("request") == request:
+            if not refusal.get("sent"):  # interrupted between recording and sending it
+                self._send_refusal(number, stage, progress, refusal)
+            return
         payload_path = self._path(number, f"{stage}.bin")
-        payload = self.state.read_bytes(payload_path)
         digest_key = f"{stage}_digest"
-        if progress.get(f"{stage}_refused"):
+        answered = progress.get(digest_key)
+        payload = self.state.read_bytes(payload_path) if answered is not None else None
+        if answered is not None and answered != request:
+            error = RefusalError(
+                "conflicting_request", f"a different {stage} request was already answered"
+            )
+            self._refuse(number, stage, progress, request, error, blamed=())
             return
         if payload is None:
             kind = "prompt" if stage == "distances" else "update"
@@ -283,18 +318,55 @@ class Engine:
             build = distance_payload if stage == "distances" else aggregation_payload
             try:
                 payload, digest = build(task, opened, self.params)
-                check_same_request(progress.get(digest_key), digest)
+                check_same_request(answered, digest)
             except RefusalError as exc:
-                self._say(f"round {number}: refusing the {stage} request: {exc}")
-                progress[f"{stage}_refused"] = exc.reason
-                self._commit(number, progress)
-                self.client.refuse(number, exc.reason, str(exc))
+                blamed = opened.failed if exc.reason == "missing_share" else ()
+                self._refuse(number, stage, progress, request, exc, blamed=blamed)
                 return
             self.state.write_bytes(payload_path, payload)
             progress[digest_key] = digest
             self._commit(number, progress)
-        self.client.upload_result(number, stage, payload)
+        self.client.upload_result(number, stage, payload, str(progress[digest_key]))
         self._say(f"round {number}: {stage} result uploaded")
+
+    def _refuse(
+        self,
+        number: int,
+        stage: str,
+        progress: dict[str, Any],
+        request: str,
+        error: RefusalError,
+        *,
+        blamed: Sequence[int],
+    ) -> None:
+        """Record the refusal of ``request`` (committed first), then send it."""
+        message = str(error)
+        if blamed:
+            message = (
+                f"shares from senders {sorted(blamed)} failed authentication (bad MAC, or "
+                f"sealed with a key other than the registered one); {message}"
+            )
+        self._say(f"round {number}: refusing the {stage} request ({error.reason}): {message}")
+        refusal = {
+            "request": request,
+            "reason": error.reason,
+            "message": message,
+            "senders": sorted(int(i) for i in blamed),
+            "sent": False,
+        }
+        progress[f"{stage}_refusal"] = refusal
+        self._commit(number, progress)
+        self._send_refusal(number, stage, progress, refusal)
+
+    def _send_refusal(
+        self, number: int, stage: str, progress: dict[str, Any], refusal: dict[str, Any]
+    ) -> None:
+        self.client.refuse(
+            number, str(refusal["reason"]), str(refusal["message"]), refusal.get("senders", [])
+        )
+        refusal["sent"] = True
+        progress[f"{stage}_refusal"] = refusal
+        self._commit(number, progress)
 
     def _outcome(self, number: int) -> None:
         progress = self.progress(number)

@@ -19,11 +19,17 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from numpy.typing import NDArray
 
 from crypto.aggregation import member_sums, prepare_update
+from crypto.dp.distributed import DistributedNoise
 from crypto.errors import ShareAuthenticationError, WireFormatError
 from crypto.field import FieldArray
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 from crypto.quantize import quantize
-from crypto.refusal import check_aggregation_request, check_distance_request, request_digest
+from crypto.refusal import (
+    aggregation_request_digest,
+    check_aggregation_request,
+    check_distance_request,
+    distance_request_digest,
+)
 from crypto.rng import RandomSource
 from crypto.secpc import ReferenceSets, coded_distances
 from crypto.transport import ShareContext, load_public_key, open_share, seal_share
@@ -34,6 +40,7 @@ __all__ = [
     "aggregation_payload",
     "crypto_params",
     "distance_payload",
+    "distributed_noise",
     "open_inbox",
     "peer_keys",
     "share_body",
@@ -70,6 +77,18 @@ def peer_keys(task: Mapping[str, Any]) -> dict[int, X25519PublicKey]:
     }
 
 
+def distributed_noise(config: Mapping[str, Any], params: CryptoParams) -> DistributedNoise | None:
+    """The federation's distributed-DP noise (``dp.mechanism == "distributed"``), else None.
+
+    Read from the config document the participant enrolled with; refuses (ParameterError)
+    parameters whose noisy sums could wrap the field.
+    """
+    dp = config.get("dp") or {}
+    if dp.get("mechanism") != "distributed":
+        return None
+    return DistributedNoise.for_params(params, noise_multiplier=float(dp["noise_multiplier"]))
+
+
 def share_body(
     task: Mapping[str, Any],
     *,
@@ -80,11 +99,14 @@ def share_body(
     reduced: NDArray[np.float64] | None,
     update: NDArray[np.float64] | None,
     rng: RandomSource,
+    noise: DistributedNoise | None = None,
 ) -> dict[str, Any]:
     """The sharing upload: one sealed envelope per recipient and requested kind.
 
     ``reduced`` is ``x_i`` (quantized in the clustering field, deterministic rounding);
-    ``update`` is ``g_i`` (clipped to ``C`` and per entry, stochastic rounding).
+    ``update`` is ``g_i`` (clipped to ``C`` and per entry, stochastic rounding), plus
+    this participant's discrete Gaussian share when ``noise`` (distributed DP,
+    :func:`distributed_noise`) is given.
     """
     peers = peer_keys(task)
     sharing = task["sharing"]
@@ -101,7 +123,7 @@ def share_body(
             if update is None:
                 raise ValueError("the task asks for an update share but no update exists")
             f = params.aggregation_field
-            vector = prepare_update(update, f, l2_clip=params.l2_clip, rng=rng)
+            vector = prepare_update(update, f, l2_clip=params.l2_clip, rng=rng, noise=noise)
             code = params.aggregation_lcc()
         if vector.size != int(spec["vector_length"]):
             raise ValueError(
@@ -175,7 +197,9 @@ def distance_request(task: Mapping[str, Any]) -> ReferenceSets:
         clusters=tuple(
             (int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["clusters"]
         ),
-        candidates=tuple((int(c), int(k)) for c, k in d["candidates"]),
+        probes=tuple(
+            (int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["probes"]
+        ),
     )
 
 
@@ -184,12 +208,14 @@ def distance_payload(
 ) -> tuple[bytes, str]:
     """Packed coded distances and the request digest; raises RefusalError first if unsafe."""
     refs = distance_request(task)
-    check_distance_request(refs, have_shares_from=opened.shares)
+    check_distance_request(
+        refs, have_shares_from=opened.shares, min_reference_size=params.min_reference_size
+    )
     values = coded_distances(params.clustering_field.field, opened.shares, refs)
     if values.size != int(task["distances"]["result_length"]):
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))
-    return payload, request_digest({"round": task["round"], "distances": task["distances"]})
+    return payload, distance_request_digest(str(task["federation_id"]), int(task["round"]), refs)
 
 
 def aggregation_payload(
@@ -203,7 +229,7 @@ def aggregation_payload(
     )
     sums = member_sums(params.aggregation_field.field, opened.shares, sets)
     payload = pack_field_matrix(sums, prime=int(a["prime"]))
-    return payload, request_digest({"round": task["round"], "aggregation": a})
+    return payload, aggregation_request_digest(str(task["federation_id"]), int(task["round"]), sets)
 
 
 def prompt_from_document(doc: Mapping[str, Any] | None) -> NDArray[np.float64] | None:

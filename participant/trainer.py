@@ -71,6 +71,7 @@ class PromptTrainer:
         reduction: Reduction | None,
         on_progress: Callable[[str], None] | None = None,
         progress_bar: bool = False,
+        reduce_direction: bool = False,
     ) -> None:
         if epochs < 1:
             raise LearningConfigError("epochs", f"must be >= 1, not {epochs}")
@@ -80,6 +81,7 @@ class PromptTrainer:
         self.test_set = test
         self.epochs = epochs
         self.reduction = reduction
+        self.reduce_direction = reduce_direction
         self._say = on_progress or (lambda text: log.info("%s", text))
 
     def zero_shot(self) -> float:
@@ -137,9 +139,21 @@ class PromptTrainer:
         )
         reduced = None
         if self.strategy.clustered and self.reduction is not None:
-            reduced = self.reduction.reduce(self.strategy.prompt())
+            reduced = self._reduced(global_prompt)
         metrics = {"loss": last_loss, "train_accuracy": train_accuracy}
         return TrainOutput(reduced, update, self.strategy.state(), metrics)
+
+    def _reduced(self, global_prompt: NDArray[np.float64] | None) -> NDArray[np.float64]:
+        """``x_i``: the reduced prompt, or with ``reduce_direction`` the unit direction of
+        ``reduce(P_i) - reduce(G)``, what this participant's training added to the global
+        prompt it started from (docs/protocol.md, "Reduced prompts")."""
+        assert self.reduction is not None
+        x = self.reduction.reduce(self.strategy.prompt())
+        if not self.reduce_direction or global_prompt is None:
+            return x
+        moved = x - self.reduction.reduce(global_prompt)
+        norm = float(np.linalg.norm(moved))
+        return moved / norm if norm > 0 else moved
 
     def restore(self, state: dict[str, NDArray[Any]]) -> None:
         self.strategy.load_state(state)
@@ -259,4 +273,5 @@ def build_trainer(
         epochs=settings.epochs,
         reduction=reduction,
         on_progress=on_progress,
+        reduce_direction=bool(config.get("reduction", {}).get("direction", False)),
     )

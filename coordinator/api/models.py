@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from coordinator import limits
 from coordinator.config import FederationConfig
 
 __all__ = [
@@ -41,22 +42,29 @@ __all__ = [
     "EventOut",
     "FederationMetrics",
     "FederationOut",
+    "FederationPage",
     "Inbox",
     "InboxEnvelope",
     "MetricsReceipt",
     "MetricsUpload",
     "ParticipantOut",
+    "ParticipantPage",
+    "ParticipantSummary",
     "Peer",
+    "Problem",
     "PromptOut",
     "RefusalIn",
     "ResultUpload",
     "RoundMetrics",
     "RoundOutcome",
+    "RoundPage",
     "RoundStatus",
+    "RoundSummary",
     "ShareUpload",
     "SharingTask",
     "Task",
     "UploadReceipt",
+    "ValidationIssue",
 ]
 
 
@@ -99,8 +107,13 @@ class FederationOut(_Model):
 
 
 class EnrollmentTokensRequest(_Model):
-    count: int = Field(default=1, ge=1, le=1024)
-    ttl_s: int | None = Field(default=None, gt=0, description="Defaults to the settings' TTL.")
+    count: int = Field(default=1, ge=1, le=limits.MAX_ENROLLMENT_TOKENS)
+    ttl_s: int | None = Field(
+        default=None,
+        ge=1,
+        le=limits.MAX_ENROLLMENT_TTL_S,
+        description="Seconds the tokens stay valid (at most a year); null: the settings' TTL.",
+    )
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"count": 8, "ttl_s": 86400}]})
 
@@ -108,11 +121,16 @@ class EnrollmentTokensRequest(_Model):
 class EnrollmentTokens(_Model):
     federation_id: str
     tokens: list[str] = Field(description="One-time tokens; shown only now.")
+    ids: list[int] = Field(
+        description="Their ids, in the same order: what the token list and revocation use."
+    )
     expires_at: datetime
 
 
 class AbortRequest(_Model):
-    reason: str = Field(default="aborted by admin", max_length=500)
+    reason: limits.PlainText = Field(default="aborted by admin", max_length=500)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"reason": "wrong data split"}]})
 
 
 class EventOut(_Model):
@@ -136,6 +154,10 @@ class RoundStatus(_Model):
     clustering: bool = Field(description="The round has a distance stage.")
     generation: int = Field(description="Generation of the global prompts it trains from.")
     clusters: list[ClusterSet] = Field(description="Membership trained under this round.")
+    participants: list[int] = Field(
+        description="LCC indices expected to take part: enrolled and not revoked when the "
+        "round started."
+    )
     present: list[int] | None = Field(description="Participants whose shares were delivered.")
     dropped: dict[str, str] = Field(description="Participant index -> stage it dropped in.")
     uploads: dict[str, list[int]] = Field(description="Stage -> participants who uploaded.")
@@ -169,8 +191,8 @@ class FederationMetrics(_Model):
 
 # -- participants -------------------------------------------------------------------------
 class EnrollRequest(_Model):
-    enrollment_token: str = Field(min_length=1, max_length=200)
-    display_name: str = Field(min_length=1, max_length=200)
+    enrollment_token: limits.PlainText = Field(min_length=1, max_length=200)
+    display_name: limits.Label
     public_key: B64Bytes = Field(description="Raw 32-byte X25519 public key, base64.")
 
     model_config = ConfigDict(
@@ -198,6 +220,7 @@ class ParticipantOut(_Model):
     federation_id: str
     index: int
     display_name: str
+    public_key: B64 = Field(description="The registered X25519 public key (32 bytes).")
     config: FederationConfig
 
 
@@ -240,7 +263,10 @@ class SharingTask(_Model):
 class DistanceTask(_Model):
     participants: list[int]
     clusters: list[ClusterSet]
-    candidates: list[tuple[int, int]] = Field(description="(cluster, candidate participant)")
+    probes: list[ClusterSet] = Field(
+        description="At most one probe per cluster: a proper subset of it; the split test "
+        "measures every member's position on the axis between the probe and the rest."
+    )
     result_length: int
     prime: int
 
@@ -274,7 +300,7 @@ class Task(_Model):
 
 
 class EnvelopeIn(_Model):
-    recipient: int = Field(ge=0)
+    recipient: int = Field(ge=0, lt=limits.MAX_PARTICIPANTS)
     kind: Literal["prompt", "update"]
     ciphertext: B64Bytes = Field(description="Sealed envelope (crypto.transport.seal_share).")
 
@@ -294,10 +320,34 @@ class ResultUpload(_Model):
         description="distances: packed vector; aggregation: packed matrix (crypto.wire)."
     )
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"payload": "U0ZWMQ..."}]})
+
 
 class RefusalIn(_Model):
-    reason: str = Field(max_length=100, description="RefusalError.reason, e.g. overlapping_sets")
-    message: str = Field(default="", max_length=1000)
+    reason: limits.PlainText = Field(
+        min_length=1, max_length=100, description="RefusalError.reason, e.g. overlapping_sets"
+    )
+    message: limits.PlainText = Field(default="", max_length=1000)
+    senders: list[Annotated[int, Field(ge=0, lt=limits.MAX_PARTICIPANTS)]] = Field(
+        default_factory=list,
+        max_length=limits.MAX_PARTICIPANTS,
+        description="Senders blamed: their shares failed authentication (bad MAC, a key "
+        "that is not the registered one). Empty: the request itself is refused. A sender "
+        "blamed by enough peers is dropped instead of the refusers.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"reason": "overlapping_sets", "message": "sets {1,2,3} and {1,2,4} differ by one"},
+                {
+                    "reason": "missing_share",
+                    "message": "shares from [5] failed authentication",
+                    "senders": [5],
+                },
+            ]
+        }
+    )
 
 
 class UploadReceipt(_Model):
@@ -357,6 +407,95 @@ class RoundOutcome(_Model):
     failure_reason: str | None
     cluster: int | None = Field(description="Cluster for the next round.")
     global_prompt: PromptOut | None = Field(description="Its global prompt (new generation).")
+
+
+# -- lists ------------------------------------------------------------------------------
+NEXT_CURSOR = "Opaque: pass it as `cursor` to get the next page; null on the last page."
+
+
+class FederationPage(_Model):
+    """Federations, oldest first (ties by id)."""
+
+    items: list[FederationOut]
+    next_cursor: str | None = Field(description=NEXT_CURSOR)
+
+
+class RoundSummary(_Model):
+    number: int
+    stage: str
+    started_at: datetime
+    deadline: datetime | None
+    finished_at: datetime | None
+    failure_reason: str | None
+
+
+class RoundPage(_Model):
+    """Rounds of a federation by number."""
+
+    items: list[RoundSummary]
+    next_cursor: str | None = Field(description=NEXT_CURSOR)
+
+
+class ParticipantSummary(_Model):
+    participant_id: str
+    index: int = Field(description="Fixed LCC index (0-based).")
+    display_name: str
+    enrolled_at: datetime
+    revoked: bool = Field(description="Revoked: its token no longer works, it joins no round.")
+
+
+class ParticipantPage(_Model):
+    """Participants of a federation by LCC index."""
+
+    items: list[ParticipantSummary]
+    next_cursor: str | None = Field(description=NEXT_CURSOR)
+
+
+# -- errors -------------------------------------------------------------------------------
+class ValidationIssue(BaseModel):
+    loc: list[str | int] = Field(description="Where: 'body', 'path', 'query' then the field.")
+    type: str | None = Field(description="pydantic error type, e.g. less_than_equal.")
+    msg: str
+
+
+class Problem(BaseModel):
+    """An error, as an RFC 9457 problem document (``application/problem+json``).
+
+    ``code`` is the stable, machine-readable part (``type`` is the same code as a URI);
+    ``detail`` is for people. Some codes add members: ``errors`` (``invalid_request``,
+    each failing field), ``reason`` (``bad_payload``, ``bad_envelope``), ``parameter``
+    (``invalid_parameter``), ``current`` (``wrong_round``), ``stage`` (``wrong_stage``),
+    ``retry_after_s`` (``rate_limited``).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "https://secfpp.dev/problems/wrong_stage",
+                    "title": "The round is not in the stage this request belongs to",
+                    "status": 409,
+                    "detail": "round 3 is in stage aggregation, not distances",
+                    "code": "wrong_stage",
+                    "instance": "/v1/participants/me/rounds/3/results/distances",
+                    "stage": "aggregation",
+                }
+            ]
+        },
+    )
+
+    type: str = Field(
+        description="https://secfpp.dev/problems/<code>", json_schema_extra={"format": "uri"}
+    )
+    title: str = Field(description="Short summary of the code (the same for every instance).")
+    status: int = Field(ge=400, le=599, description="The HTTP status code.")
+    detail: str = Field(description="What went wrong in this request.")
+    code: str = Field(description="Stable machine-readable error code.")
+    instance: str | None = Field(default=None, description="Path of the request.")
+    errors: list[ValidationIssue] | None = Field(
+        default=None, description="invalid_request: every field that failed validation."
+    )
 
 
 RoundStatus.model_rebuild()

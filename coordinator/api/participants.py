@@ -12,10 +12,20 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, status
+from fastapi import APIRouter, Depends, Header, Request, status
 from pydantic import ValidationError
+from sqlalchemy import select
 
-from coordinator.api.deps import CurrentParticipant, DriverDep, MetricsDep, Now, SessionDep
+from coordinator.api.body import raise_body_problem
+from coordinator.api.deps import (
+    CurrentParticipant,
+    DriverDep,
+    MetricsDep,
+    Now,
+    SessionDep,
+    SettingsDep,
+    limit_enrollment,
+)
 from coordinator.api.models import (
     EnrollRequest,
     EnrollResponse,
@@ -29,14 +39,17 @@ from coordinator.api.models import (
     ShareUpload,
     Task,
     UploadReceipt,
+    b64,
 )
+from coordinator.api.openapi import problems
+from coordinator.api.params import ParticipantRef, RoundNumber
 from coordinator.config import FederationConfig
-from coordinator.db.models import Participant
+from coordinator.db.models import Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.federations import enroll as enroll_participant
 from coordinator.federations import federation_config, get_federation
-from coordinator.rounds import store, uploads, views
-from coordinator.rounds.machine import Stage
+from coordinator.rounds import refusals, uploads, views
+from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.participant_metrics import record_metrics
 
 __all__ = ["enroll_router", "router"]
@@ -50,6 +63,11 @@ UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
         **PROBLEM,
     },
     413: {"description": "`payload_too_large`", **PROBLEM},
+    429: {
+        "description": "`rate_limited`: too many authentication failures from this address "
+        "(see `Retry-After`)",
+        **PROBLEM,
+    },
     422: {
         "description": "`malformed_base64`, `bad_payload` (with `reason`), `bad_envelope`, "
         "`unknown_recipient`, `missing_recipient`, `duplicate_envelope`, `invalid_request`",
@@ -64,9 +82,19 @@ router = APIRouter(prefix="/v1/participants", tags=["participants"], responses=U
 @enroll_router.post(
     "/enroll",
     status_code=status.HTTP_201_CREATED,
+    summary="Enroll with a one-time token: get an index and a participant API token",
+    dependencies=[Depends(limit_enrollment)],
     responses={
-        401: {"description": "`invalid_token` or `token_expired`", **PROBLEM},
-        409: {"description": "`token_used` or `federation_full`", **PROBLEM},
+        401: {"description": "`invalid_token`, `token_expired` or `token_revoked`", **PROBLEM},
+        409: {
+            "description": "`token_used`, `public_key_taken` or `federation_full`",
+            **PROBLEM,
+        },
+        429: {
+            "description": "`rate_limited`: too many enrollment attempts from this address "
+            "(see `Retry-After`)",
+            **PROBLEM,
+        },
     },
 )
 def enroll(session: SessionDep, now: Now, request: EnrollRequest) -> EnrollResponse:
@@ -92,51 +120,65 @@ def _config(session: SessionDep, participant: Participant) -> FederationConfig:
     return federation_config(get_federation(session, participant.federation_id))
 
 
-def _drive(session: SessionDep, driver: DriverDep, participant: Participant) -> None:
-    rnd = store.current_round(session, participant.federation_id)
-    if rnd is not None:
-        driver.drive(rnd.id)
-    session.expire_all()
+def _drive(
+    session: SessionDep, driver: DriverDep, settings: SettingsDep, participant: Participant
+) -> None:
+    """Make the transitions due on the participant's round, on the request's own session
+    (the driver ends its transaction first: a request never holds two connections)."""
+    current = session.execute(
+        select(Round.id, Round.stage)
+        .where(Round.federation_id == participant.federation_id)
+        .order_by(Round.number.desc())
+        .limit(1)
+    ).first()
+    if current is not None and Stage(current.stage) not in TERMINAL:
+        driver.drive(current.id, session=session, wait_s=settings.drive_wait_s)
+        session.expire_all()
 
 
 def synced_participant(
-    session: SessionDep, driver: DriverDep, participant: CurrentParticipant
+    session: SessionDep, driver: DriverDep, settings: SettingsDep, participant: CurrentParticipant
 ) -> Participant:
     """The caller, after every transition due on its federation's round was made."""
-    _drive(session, driver, participant)
+    _drive(session, driver, settings, participant)
     return participant
 
 
 Synced = Annotated[Participant, Depends(synced_participant)]
 
 
-@router.get("/me")
+@router.get("/me", summary="Read who the token belongs to and the federation config")
 def me(session: SessionDep, participant: CurrentParticipant) -> ParticipantOut:
+    """Who the token belongs to: ids, LCC index, registered public key, federation config
+    (the daemon checks its state directory against it at start)."""
     return ParticipantOut(
         participant_id=participant.id,
         federation_id=participant.federation_id,
         index=participant.lcc_index,
         display_name=participant.display_name,
+        public_key=b64(participant.public_key),
         config=_config(session, participant),
     )
 
 
-@router.get("/me/task")
+@router.get("/me/task", summary="Read what to do now in the current round")
 def task(session: SessionDep, participant: Synced) -> Task:
     """What to do now: ``share`` (with the envelope sizes), ``compute_distances`` (with
     the reference sets), ``compute_sums`` (with the member sets), ``fetch_outcome``,
-    ``wait`` or ``dropped``; plus the cluster's global prompt and the peers' keys."""
+    ``wait`` or ``dropped``; the peers' keys; and, while it has to share (train),
+    its cluster's global prompt."""
     return views.task(session, participant, _config(session, participant))
 
 
-@router.post("/me/rounds/{number}/shares")
+@router.post("/me/rounds/{number}/shares", summary="Upload every sealed share for the round")
 def upload_shares(
     session: SessionDep,
     driver: DriverDep,
+    settings: SettingsDep,
     metrics: MetricsDep,
     now: Now,
     participant: Synced,
-    number: int,
+    number: RoundNumber,
     upload: ShareUpload,
 ) -> UploadReceipt:
     """All of this participant's sealed shares for the round, in one request: for every
@@ -146,12 +188,18 @@ def upload_shares(
     )
     if not receipt.replayed:
         metrics.inc("secfpp_uploads_total", kind="shares")
-    _drive(session, driver, participant)
+    _drive(session, driver, settings, participant)
     return receipt
 
 
-@router.get("/{participant_id}/rounds/{number}/inbox")
-def inbox(session: SessionDep, participant: Synced, participant_id: str, number: int) -> Inbox:
+@router.get(
+    "/{participant_id}/rounds/{number}/inbox",
+    summary="Download the sealed shares addressed to the caller",
+    responses=problems("not_your_inbox", "wrong_round"),
+)
+def inbox(
+    session: SessionDep, participant: Synced, participant_id: ParticipantRef, number: RoundNumber
+) -> Inbox:
     """The envelopes addressed to the caller (``participant_id`` is ``me`` or its own id),
     from every participant whose shares were delivered; available once sharing closed."""
     if participant_id not in ("me", participant.id):
@@ -173,6 +221,7 @@ RESULT_BODY = {
 
 async def result_payload(request: Request) -> bytes:
     """The packed result, from raw ``application/octet-stream`` or JSON with base64."""
+    raise_body_problem(request)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
     if kind == "application/octet-stream":
@@ -189,50 +238,89 @@ async def result_payload(request: Request) -> bytes:
     raise ProblemError("unsupported_media_type", f"content type {kind!r} is not accepted")
 
 
-@router.post("/me/rounds/{number}/results/{stage}", openapi_extra=RESULT_BODY)
+@router.post(
+    "/me/rounds/{number}/results/{stage}",
+    summary="Upload a coded result (distances or cluster sums) computed on shares",
+    openapi_extra=RESULT_BODY,
+)
 def upload_result(
     session: SessionDep,
     driver: DriverDep,
+    settings: SettingsDep,
     metrics: MetricsDep,
     now: Now,
     participant: Synced,
-    number: int,
+    number: RoundNumber,
     stage: Stage,
     payload: Annotated[bytes, Depends(result_payload)],
+    request_digest: Annotated[
+        str | None,
+        Header(
+            alias="X-Request-Digest",
+            max_length=64,
+            description="SHA-256 (hex) of the request answered (crypto.refusal "
+            "distance_request_digest / aggregation_request_digest); a result for another "
+            "request than the stage holds is refused with `request_mismatch`.",
+        ),
+    ] = None,
 ) -> UploadReceipt:
     """A coded result: for ``distances`` the packed vector of SecPC values (length in the
-    task), for ``aggregation`` the packed matrix of member-set sums (shape in the task)."""
+    task), for ``aggregation`` the packed matrix of member-set sums (shape in the task),
+    with the digest of the request it answers in ``X-Request-Digest``."""
     if stage not in (Stage.DISTANCES, Stage.AGGREGATION):
         raise ProblemError("wrong_stage", f"stage {stage.value} takes no coded results")
     receipt = uploads.accept_result(
-        session, participant, _config(session, participant), number, stage, payload, now
+        session,
+        participant,
+        _config(session, participant),
+        number,
+        stage,
+        payload,
+        now,
+        request_digest,
     )
     if not receipt.replayed:
         metrics.inc("secfpp_uploads_total", kind=stage.value)
-    _drive(session, driver, participant)
+    _drive(session, driver, settings, participant)
     return receipt
 
 
-@router.post("/me/rounds/{number}/refusals")
+@router.post(
+    "/me/rounds/{number}/refusals", summary="Refuse the current stage's request, with a reason"
+)
 def refuse(
     session: SessionDep,
     driver: DriverDep,
+    settings: SettingsDep,
     now: Now,
     participant: Synced,
-    number: int,
+    number: RoundNumber,
     refusal: RefusalIn,
 ) -> UploadReceipt:
     """Report that this participant refuses the current stage's request (DESIGN.md
-    section 6); it is marked dropped for the rest of the round."""
-    receipt = uploads.record_refusal(
-        session, participant, number, refusal.reason, refusal.message, now
+    section 6). Blaming nobody, it is marked dropped for the rest of the round; blaming
+    ``senders`` whose shares failed authentication, it stays, and a sender blamed by
+    enough peers is dropped and the request planned again without it."""
+    receipt = refusals.record_refusal(
+        session,
+        participant,
+        _config(session, participant),
+        number,
+        refusal.reason,
+        refusal.message,
+        refusal.senders,
+        now,
     )
-    _drive(session, driver, participant)
+    _drive(session, driver, settings, participant)
     return receipt
 
 
-@router.get("/me/rounds/{number}/outcome")
-def outcome(session: SessionDep, participant: Synced, number: int) -> RoundOutcome:
+@router.get(
+    "/me/rounds/{number}/outcome",
+    summary="Read the caller's next cluster and its new global prompt",
+    responses=problems("round_not_found"),
+)
+def outcome(session: SessionDep, participant: Synced, number: RoundNumber) -> RoundOutcome:
     """After publication: the caller's cluster for the next round and its global prompt."""
     from coordinator.rounds.service import get_round
 
@@ -242,6 +330,7 @@ def outcome(session: SessionDep, participant: Synced, number: int) -> RoundOutco
 
 @router.post(
     "/me/rounds/{number}/metrics",
+    summary="Report metrics measured about a round (e.g. held-out accuracy)",
     responses={
         404: {"description": "`round_not_found`", **PROBLEM},
         409: {"description": "`conflicting_upload` (with `names`)", **PROBLEM},
@@ -257,7 +346,7 @@ def report_metrics(
     metrics: MetricsDep,
     now: Now,
     participant: CurrentParticipant,
-    number: int,
+    number: RoundNumber,
     upload: MetricsUpload,
 ) -> MetricsReceipt:
     """Numbers this participant measured about round ``number`` of its federation (e.g.

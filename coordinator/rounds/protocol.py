@@ -14,6 +14,7 @@ number of contributors); prompts are flat float64 vectors of ``n_ctx * dim`` val
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +27,13 @@ from coordinator.rounds.machine import Stage, next_stage
 from coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
 from crypto.aggregation import decode_cluster_mean
 from crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
-from crypto.dp import LedgerRecord, gaussian_mechanism, gdp_sigma, mean_sensitivity
+from crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
 from crypto.errors import DecodeError
 from crypto.rng import RandomSource
 from crypto.secpc import decode_distances
 from crypto.wire import unpack_field_matrix, unpack_field_vector
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ClusterRow",
@@ -71,21 +74,36 @@ def fail(state: RoundState, reason: str, **detail: Any) -> Outcome:
 
 
 def close_sharing(
-    state: RoundState, config: FederationConfig, sharers: set[int], dropped: set[int]
+    state: RoundState,
+    config: FederationConfig,
+    sharers: set[int],
+    dropped: set[int],
+    *,
+    salt: str,
 ) -> Outcome:
-    """Sharing closed: fix who is present and what the later stages compute over."""
+    """Sharing closed: fix who is present and what the later stages compute over.
+
+    ``salt`` (the federation and round) picks fresh probes (:func:`initial_probe`). When
+    no cluster has ``min_reference_size`` present members the round has no distance stage.
+    """
     state = state.with_dropped(dropped, Stage.SHARING)
     present = sorted(sharers - {int(i) for i in state.dropped})
     membership = state.membership_obj()
     min_size = config.crypto.min_aggregation_size
     sets = membership.aggregation_sets(present, min_aggregation_size=min_size)
     refs = (
-        membership.reference_sets(present, min_aggregation_size=min_size)
+        membership.reference_sets(
+            present,
+            min_aggregation_size=min_size,
+            min_reference_size=config.crypto.min_reference_size,
+            salt=salt,
+        )
         if state.clustering
         else None
     )
     state = state.model_copy(
         update={
+            "clustering": refs is not None,
             "present": present,
             "refs": None if refs is None else refs_to_dict(refs),
             "aggregation_sets": [[c, list(m)] for c, m in sets],
@@ -122,6 +140,12 @@ def run_clustering(
     }
     try:
         distances, decoded = decode_distances(params.clustering_lcc(), vectors, refs, spec)
+        if decoded.rejected:
+            log.warning(
+                "distance stage: the results of participants %s were wrong; decoded without "
+                "them (error correction)",
+                list(decoded.rejected),
+            )
     except DecodeError as err:
         return fail(
             state,
@@ -134,11 +158,12 @@ def run_clustering(
         distances,
         membership,
         ClusteringConfig(
-            split_rule=config.clustering.split_rule,
-            axis_split_ratio=config.clustering.axis_split_ratio,
-            split_ratio=config.clustering.split_ratio,
+            split_threshold=config.clustering.split_threshold,
+            max_trim=config.clustering.max_trim,
+            trim_factor=config.clustering.trim_factor,
             merge_factor=config.clustering.merge_factor,
             min_aggregation_size=params.min_aggregation_size,
+            min_reference_size=params.min_reference_size,
             max_clusters=params.max_clusters,
         ),
     )
@@ -161,10 +186,9 @@ def run_clustering(
         "next_clusters": step.membership.to_dict()["clusters"],
         "splits": state.step["splits"] if state.step else [],
         "merges": state.step["merges"] if state.step else [],
-        # The split statistics per tested cluster (S1/S0 and, under the 'axis' rule,
-        # W2/W1): why a cluster did or did not split.
+        # The split statistic W2/W1 per tested cluster: why a cluster did or did not split.
         "split_ratios": state.step.get("split_ratios", {}) if state.step else {},
-        "axis_ratios": state.step.get("axis_ratios", {}) if state.step else {},
+        "decoded_distances": int(distances.point.size + len(refs.cluster_pairs)),
     }
     return Outcome(target, state, detail)
 
@@ -172,9 +196,10 @@ def run_clustering(
 def planned_releases(
     config: FederationConfig, federation_id: str, number: int, state: RoundState
 ) -> list[LedgerRecord]:
-    """The GDP releases round ``number`` would make if every member contributed."""
+    """The DP releases (GDP or distributed) round ``number`` would make if every member
+    contributed."""
     dp = config.dp
-    if dp.mechanism != "gaussian" or dp.noise_multiplier is None:
+    if dp.mechanism == "none" or dp.noise_multiplier is None:
         return []
     sets = state.membership_obj().aggregation_sets(
         state.participants, min_aggregation_size=config.crypto.min_aggregation_size
@@ -193,6 +218,17 @@ def _release(
     members: tuple[int, ...],
     noise_multiplier: float,
 ) -> LedgerRecord:
+    if config.dp.mechanism == "distributed":  # each contributor's share, before sharing
+        noise = DistributedNoise.for_params(
+            config.crypto_params(), noise_multiplier=noise_multiplier
+        )
+        return noise.record(
+            federation_id=federation_id,
+            round=number,
+            cluster_id=cluster,
+            members=members,
+            dimension=config.prompt.size,
+        )
     clip = config.crypto.l2_clip
     m = len(members)
     return LedgerRecord(
@@ -203,6 +239,7 @@ def _release(
         sigma=gdp_sigma(noise_multiplier=noise_multiplier, clip_norm=clip, n_contributors=m),
         sensitivity=mean_sensitivity(clip_norm=clip, n_contributors=m),
         cluster_id=cluster,
+        mechanism="discrete_gaussian",  # drawn exactly on the decoded integer sum
     )
 
 
@@ -237,7 +274,15 @@ def publish(
             for j, data in results.items()
         }
         code = params.aggregation_lcc()
+        z = config.dp.noise_multiplier
         for row, (c, members) in enumerate(sets):
+            record = (
+                None
+                if config.dp.mechanism == "none" or z is None
+                else _release(config, federation_id, number, c, members, z)
+            )
+            # GDP: discrete Gaussian noise on the integer sum; distributed: already noisy.
+            gdp_noise = record.sigma if record is not None and record.kind == "gdp" else None
             try:
                 mean, decoded = decode_cluster_mean(
                     code,
@@ -245,6 +290,8 @@ def publish(
                     length=length,
                     spec=spec,
                     contributors=len(members),
+                    noise_sigma=gdp_noise,
+                    rng=rng,
                 )
             except DecodeError as err:
                 return fail(
@@ -253,12 +300,14 @@ def publish(
                     rejected=list(err.rejected),
                     received=list(err.received),
                 )
-            rejected |= set(decoded.rejected)
-            if config.dp.mechanism == "gaussian" and config.dp.noise_multiplier is not None:
-                record = _release(
-                    config, federation_id, number, c, members, config.dp.noise_multiplier
+            if decoded.rejected:
+                log.warning(
+                    "aggregation stage: the results of participants %s were wrong; decoded "
+                    "without them (error correction)",
+                    list(decoded.rejected),
                 )
-                mean = gaussian_mechanism(mean, sigma=record.sigma, rng=rng)
+            rejected |= set(decoded.rejected)
+            if record is not None:
                 records.append(record)
             means[str(c)] = [float(np.linalg.norm(mean))]
             updated[c] = updated[c] + config.rounds.lr_global * mean

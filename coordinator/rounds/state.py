@@ -22,7 +22,7 @@ def refs_to_dict(refs: ReferenceSets) -> dict[str, Any]:
     return {
         "participants": list(refs.participants),
         "clusters": [[c, list(m)] for c, m in refs.clusters],
-        "candidates": [[c, k] for c, k in refs.candidates],
+        "probes": [[c, list(m)] for c, m in refs.probes],
     }
 
 
@@ -30,7 +30,7 @@ def refs_from_dict(data: dict[str, Any]) -> ReferenceSets:
     return ReferenceSets(
         participants=tuple(int(i) for i in data["participants"]),
         clusters=tuple((int(c), tuple(int(i) for i in m)) for c, m in data["clusters"]),
-        candidates=tuple((int(c), int(k)) for c, k in data["candidates"]),
+        probes=tuple((int(c), tuple(int(i) for i in m)) for c, m in data.get("probes", [])),
     )
 
 
@@ -41,7 +41,6 @@ def step_to_dict(step: StepResult) -> dict[str, Any]:
         "splits": [asdict(s) for s in step.splits],
         "merges": [asdict(m) for m in step.merges],
         "split_ratios": {str(c): r for c, r in sorted(step.split_ratios.items())},
-        "axis_ratios": {str(c): r for c, r in sorted(step.axis_ratios.items())},
     }
 
 
@@ -53,7 +52,6 @@ def step_from_dict(data: dict[str, Any]) -> StepResult:
             Split(
                 parent=s["parent"],
                 child=s["child"],
-                candidate=s["candidate"],
                 members=tuple(s["members"]),
                 ratio=s["ratio"],
             )
@@ -61,8 +59,6 @@ def step_from_dict(data: dict[str, Any]) -> StepResult:
         ),
         merges=tuple(Merge(**m) for m in data["merges"]),
         split_ratios={int(c): float(r) for c, r in data["split_ratios"].items()},
-        # Rounds stored before the axis rule existed have no axis ratios.
-        axis_ratios={int(c): float(r) for c, r in data.get("axis_ratios", {}).items()},
     )
 
 
@@ -79,7 +75,7 @@ class RoundState(BaseModel):
     clustering: bool
     """This round has a distance stage."""
     participants: list[int]
-    """LCC indices expected to take part (all enrolled)."""
+    """LCC indices expected to take part (enrolled and not revoked at the start)."""
     dropped: dict[str, str] = {}
     """Participant index -> the stage it missed (or refused); out for the round."""
     # set when sharing closes

@@ -11,6 +11,7 @@ for an accepted slot are ``conflicting_upload``.
 from __future__ import annotations
 
 import hashlib
+import hmac
 from datetime import datetime
 
 from sqlalchemy import select
@@ -26,9 +27,10 @@ from coordinator.rounds.machine import Stage
 from coordinator.rounds.state import RoundState
 from coordinator.rounds.views import envelope_specs
 from crypto.errors import WireFormatError
+from crypto.refusal import aggregation_request_digest, distance_request_digest
 from crypto.wire import unpack_field_matrix, unpack_field_vector
 
-__all__ = ["accept_result", "accept_shares", "open_round", "record_refusal"]
+__all__ = ["accept_result", "accept_shares", "open_round"]
 
 
 def open_round(session: Session, participant: Participant, number: int) -> Round:
@@ -169,6 +171,17 @@ def _validate_result(
         raise from_crypto_error(err) from None
 
 
+def expected_request_digest(
+    federation_id: str, number: int, stage: Stage, state: RoundState
+) -> str:
+    """The digest of the request this round holds for ``stage`` (crypto.refusal)."""
+    if stage is Stage.DISTANCES:
+        refs = state.refs_obj()
+        assert refs is not None
+        return distance_request_digest(federation_id, number, refs)
+    return aggregation_request_digest(federation_id, number, [m for _, m in state.sets()])
+
+
 def accept_result(
     session: Session,
     participant: Participant,
@@ -177,14 +190,27 @@ def accept_result(
     stage: Stage,
     payload: bytes,
     now: datetime,
+    request_digest: str | None,
 ) -> UploadReceipt:
-    """Store a participant's coded result for ``stage`` (distances or aggregation)."""
+    """Store a participant's coded result for ``stage`` (distances or aggregation).
+
+    ``request_digest`` is the digest of the request the participant answered; a result
+    for any other request is refused (``request_mismatch``) and nothing is stored, so
+    results of two different requests are never decoded together.
+    """
     rnd = open_round(session, participant, number)
     _require_stage(rnd, stage)
     state = RoundState.model_validate(rnd.state)
     me = participant.lcc_index
     _check_member(state, me, stage)
     _validate_result(stage, payload, state, config)
+    expected = expected_request_digest(participant.federation_id, number, stage, state)
+    if request_digest is None or not hmac.compare_digest(request_digest, expected):
+        raise ProblemError(
+            "request_mismatch",
+            f"the result does not carry the digest of this round's {stage.value} request "
+            "(header X-Request-Digest)",
+        )
     digest = hashlib.sha256(payload).hexdigest()
     receipt = UploadReceipt(
         round=number, stage=stage.value, participant_index=me, accepted=0, replayed=True
@@ -224,44 +250,3 @@ def accept_result(
         session.commit()
         return receipt.model_copy(update={"accepted": 1, "replayed": False})
     raise ProblemError("conflicting_upload", "concurrent uploads for the same slot")
-
-
-def record_refusal(
-    session: Session,
-    participant: Participant,
-    number: int,
-    reason: str,
-    message: str,
-    now: datetime,
-) -> UploadReceipt:
-    """A participant refuses the current stage's request: it drops out of the round."""
-    me = participant.lcc_index
-    for _ in range(16):
-        rnd = open_round(session, participant, number)
-        session.refresh(rnd)
-        stage = Stage(rnd.stage)
-        if stage not in (Stage.SHARING, Stage.DISTANCES, Stage.AGGREGATION):
-            raise ProblemError("wrong_stage", f"nothing to refuse in stage {stage.value}")
-        state = RoundState.model_validate(rnd.state)
-        _check_member(state, me, stage)
-        new = state.with_dropped([me], stage.value)
-        if store.cas_state(session, rnd, new.model_dump(mode="json")):
-            store.append_event(
-                session,
-                rnd.id,
-                version=rnd.version + 1,
-                kind="refusal",
-                now=now,
-                detail={
-                    "participant": me,
-                    "stage": stage.value,
-                    "reason": reason,
-                    "message": message,
-                },
-            )
-            session.commit()
-            return UploadReceipt(
-                round=number, stage=stage.value, participant_index=me, accepted=1, replayed=False
-            )
-        session.rollback()
-    raise ProblemError("wrong_stage", "the round kept changing; retry")

@@ -162,9 +162,6 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             "stage": stage.value,
             "deadline": rnd.deadline,
             "cluster": cluster,
-            "global_prompt": _prompt(
-                session, participant.federation_id, state.generation, cluster, config
-            ),
             "senders": state.present,
         }
     )
@@ -181,6 +178,10 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             recipients=state.participants, envelopes=envelope_specs(config, state.clustering)
         )
         update["action"] = "wait" if uploaded else "share"
+        if not uploaded:  # only training needs it: n_ctx * dim floats on every poll is heavy
+            update["global_prompt"] = _prompt(
+                session, participant.federation_id, state.generation, cluster, config
+            )
     elif me not in state.still_present():
         return doc
     elif stage is Stage.DISTANCES:
@@ -189,7 +190,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
         update["distances"] = DistanceTask(
             participants=list(refs.participants),
             clusters=_cluster_sets(list(refs.clusters)),
-            candidates=list(refs.candidates),
+            probes=_cluster_sets(list(refs.probes)),
             result_length=refs.result_length,
             prime=config.crypto.clustering_field.prime,
         )
@@ -276,6 +277,7 @@ def round_status(session: Session, rnd: Round, config: FederationConfig) -> Roun
         clustering=state.clustering,
         generation=state.generation,
         clusters=_cluster_sets(list(state.membership_obj().clusters)),
+        participants=state.participants,
         present=state.present,
         dropped=state.dropped,
         uploads=uploads,

@@ -25,7 +25,12 @@ from coordinator.config import FederationConfig
 from coordinator.settings import Settings
 from crypto.aggregation import clip_update, member_sums, prepare_update
 from crypto.quantize import quantize
-from crypto.refusal import check_aggregation_request, check_distance_request
+from crypto.refusal import (
+    aggregation_request_digest,
+    check_aggregation_request,
+    check_distance_request,
+    distance_request_digest,
+)
 from crypto.rng import DeterministicRandom
 from crypto.secpc import ReferenceSets, coded_distances
 from crypto.transport import (
@@ -106,6 +111,7 @@ class SimParticipant:
     config: FederationConfig | None = None
     federation_id: str = ""
     sent: dict[tuple[int, str], Any] = field(default_factory=dict)
+    digests: dict[tuple[int, str], str] = field(default_factory=dict)
     shares: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     updates: dict[int, np.ndarray] = field(default_factory=dict)
 
@@ -233,11 +239,17 @@ class SimParticipant:
         refs = ReferenceSets(
             participants=tuple(d["participants"]),
             clusters=tuple((c["cluster"], tuple(c["members"])) for c in d["clusters"]),
-            candidates=tuple((c, k) for c, k in d["candidates"]),
+            probes=tuple((c["cluster"], tuple(c["members"])) for c in d["probes"]),
         )
         shares = self.open_inbox(number, "prompt")
-        check_distance_request(refs, have_shares_from=shares)
-        field_ = self.config.crypto_params().clustering_field.field
+        params = self.config.crypto_params()
+        check_distance_request(
+            refs, have_shares_from=shares, min_reference_size=params.min_reference_size
+        )
+        self.digests[(number, "distances")] = distance_request_digest(
+            self.federation_id, number, refs
+        )
+        field_ = params.clustering_field.field
         payload = pack_field_vector(coded_distances(field_, shares, refs), prime=d["prime"])
         self.sent[(number, "distances")] = payload
         return payload
@@ -257,6 +269,9 @@ class SimParticipant:
         check_aggregation_request(
             sets, min_size=params.min_aggregation_size, have_shares_from=shares
         )
+        self.digests[(number, "aggregation")] = aggregation_request_digest(
+            self.federation_id, number, sets
+        )
         sums = member_sums(params.aggregation_field.field, shares, sets)
         payload = pack_field_matrix(sums, prime=a["prime"])
         self.sent[(number, "aggregation")] = payload
@@ -269,7 +284,7 @@ class SimParticipant:
         r = self.client.post(
             f"/v1/participants/me/rounds/{number}/results/{stage}",
             json={"payload": b64e(payload)},
-            headers=self.headers,
+            headers={**self.headers, "X-Request-Digest": self.digests.get((number, stage), "")},
         )
         assert r.status_code == 200, r.text
         return r

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from crypto.clustering import Membership
 from crypto.quantize import dequantize, quantize
-from crypto.secpc import ReferenceSets, plaintext_distances
+from crypto.secpc import plaintext_distances
 
 
 def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
@@ -18,7 +19,8 @@ def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
     assert gen0["action"] == "wait"
     assert gen0["round"] is None
 
-    # Round 1: one cluster; the distances decode to the plaintext ones.
+    # Round 1: one cluster and its probe; the distances decode to the plaintext ones, and
+    # the probe's axis already parts the two groups.
     r1 = h.run_round()
     status = h.status(r1)
     assert status["stage"] == "published", status
@@ -35,7 +37,15 @@ def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
         )
         for i in range(8)
     }
-    refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),))
+    refs = Membership.initial(range(8)).reference_sets(
+        range(8),
+        min_aggregation_size=config.crypto.min_aggregation_size,
+        min_reference_size=config.crypto.min_reference_size,
+        salt=f"{h.id}|{r1}",
+    )
+    assert refs is not None
+    assert len(refs.probes) == 1
+    assert 2 <= len(refs.probes[0][1]) <= 6
     expected = plaintext_distances(quantized, refs)
     np.testing.assert_allclose(status["distances"]["point"], expected.point, rtol=1e-9, atol=1e-9)
     kinds = [e["kind"] for e in status["events"]]
@@ -48,10 +58,14 @@ def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
         "published",
     ]
 
-    # Round 2: the candidate splits off its group.
+    groups = sorted(sorted(c["members"]) for c in status["next_clusters"])
+    assert groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+    # Round 2: two clusters, too small to probe; membership stays.
     r2 = h.run_round()
     status = h.status(r2)
     assert status["stage"] == "published", status
+    assert np.asarray(status["distances"]["point"]).shape == (8, 2)
     groups = sorted(sorted(c["members"]) for c in status["next_clusters"])
     assert groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
     before = h.prompts(r2)

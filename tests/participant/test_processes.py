@@ -75,10 +75,6 @@ def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -
                     "max_clusters": 3,
                 },
                 "rounds": {"total": 3, "warmup_rounds": 0},
-                # Six members leave 5 points for the axis test, where the default 0.05
-                # missed the domains in 3 of 12 replayed data seeds and 0.1 in none (a
-                # single Gaussian group of 6 is falsely split 17% of the time at 0.1).
-                "clustering": {"axis_split_ratio": 0.1},
                 "deadlines": {"sharing_s": 120, "distances_s": 60, "aggregation_s": 60},
             }
         )
@@ -113,7 +109,7 @@ def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -
             tests += [
                 {
                     "round": number,
-                    **{k: e["detail"].get(k) for k in ("split_ratios", "axis_ratios")},
+                    "split_ratios": e["detail"].get("split_ratios"),
                 }
                 for e in status["events"]
                 if "split_ratios" in e["detail"]
@@ -126,8 +122,8 @@ def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -
         assert progress["outcome_done"]
         clusters = status["next_clusters"]
         assert sorted(m for c in clusters for m in c["members"]) == list(range(N))
-        # No warm-up: round 1 finds the candidate, rounds 2 and 3 test it for a split (and
-        # round 3 reassigns everybody to the nearest centre): the two domains part.
+        # No warm-up: every round tests the one cluster with a probe (rounds 2 and 3 with
+        # the refined probe) and reassigns everybody to the nearest centre: the domains part.
         by_domain = [
             sorted(deployment.index(states[p]) for p in range(N) if p // 3 == d) for d in (0, 1)
         ]
