@@ -22,6 +22,30 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
     "$VENV/bin/python" -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
     echo "$want" > "$STAMP"
 fi
+# Offline data the three-domain setting needs: Debian's dataset-fashion-mnist. As root it is
+# installed system-wide; without root the .deb is unpacked into the venv (no-root fallback).
+fashion_local="$(cd "$VENV" && pwd)/share/fashion-mnist"
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] \
+    && [ -z "${SECFPP_FASHION_MNIST_DIR:-}" ]; then
+    if [ ! -f "$fashion_local/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
+        echo "== installing Fashion-MNIST (Debian package dataset-fashion-mnist)"
+        if [ "$(id -u)" = 0 ]; then
+            (apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 \
+                || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1; }) \
+                || echo "warning: apt-get install dataset-fashion-mnist failed" >&2
+        fi
+        if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+            tmp=$(mktemp -d)
+            (cd "$tmp" && apt-get download dataset-fashion-mnist >/dev/null 2>&1 \
+                && dpkg -x dataset-fashion-mnist_*.deb "$fashion_local") \
+                || echo "warning: could not fetch dataset-fashion-mnist; the three-domain setting will say how to install it" >&2
+            rm -rf "$tmp"
+        fi
+    fi
+    if [ -f "$fashion_local/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
+        export SECFPP_FASHION_MNIST_DIR="$fashion_local"
+    fi
+fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 job=${1:-}
 shift || true

@@ -9,7 +9,7 @@ Measures, in one process with one BLAS thread:
    tolerate N/4 dropouts with privacy against T = N/4 colluders. Reported with the ratio
    to a plaintext numpy sum of the same vectors;
 2. the coded SecPC distance stage for N participants, r = 128, 8 clusters (+ 8
-   candidates): sharing, every participant's coded distances, decoding;
+   probes): sharing, every participant's coded distances, decoding;
 3. field matmul throughput as a fraction of float64 GEMM on the round's shapes.
 
 Usage:  python -m bench.crypto_round [--quick]
@@ -105,7 +105,7 @@ def aggregation_round(n: int, d: int, seed: int = 0) -> dict[str, float]:
 
 
 def secpc_stage(n: int, r: int = 128, clusters: int = 8, seed: int = 1) -> dict[str, float]:
-    """The coded distance stage with ``clusters`` clusters and one candidate each."""
+    """The coded distance stage with ``clusters`` clusters and one probe (half) each."""
     params = CryptoParams.for_federation(n, reduced_dim=r)
     spec, code = params.clustering_field, params.clustering_lcc()
     rng = DeterministicRandom(seed)
@@ -115,10 +115,14 @@ def secpc_stage(n: int, r: int = 128, clusters: int = 8, seed: int = 1) -> dict[
     groups = np.array_split(np.arange(n), clusters)
     membership = Membership(
         tuple((c, tuple(int(i) for i in g)) for c, g in enumerate(groups)),
-        tuple((c, int(g[0])) for c, g in enumerate(groups)),
+        tuple((c, tuple(int(i) for i in g[: len(g) // 2])) for c, g in enumerate(groups)),
         clusters,
     )
-    refs: ReferenceSets = membership.reference_sets(range(n), min_aggregation_size=2)
+    built = membership.reference_sets(
+        range(n), min_aggregation_size=1, min_reference_size=2, salt="bench"
+    )
+    assert built is not None
+    refs: ReferenceSets = built
     shares: list[np.ndarray] = []
     results: dict[int, np.ndarray] = {}
 
@@ -180,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['plain']:>8.5f} {r['total'] / r['plain']:>7.0f} {r['max_error']:>8.1e}"
             )
 
-    print("\n== coded SecPC distance stage (r = 128, 8 clusters + 8 candidates)")
+    print("\n== coded SecPC distance stage (r = 128, K = 1, 8 clusters + their probes)")
     print(
         f"{'N':>4} {'K':>3} {'T':>3} {'values':>7} {'share':>7} {'compute':>8} "
         f"{'decode':>7} {'total s':>8}"

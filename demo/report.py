@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoRecord", "cluster_purity", "plot", "render"]
+__all__ = ["DemoRecord", "cluster_purity", "describe_clusters", "plot", "render"]
 
 
 @dataclass
@@ -37,6 +37,38 @@ def cluster_purity(clusters: Sequence[Sequence[int]], domains: Mapping[int, str]
     return agree / total
 
 
+def describe_clusters(
+    clusters: Sequence[Sequence[int]],
+    domains: Mapping[int, str],
+    previous: Sequence[Sequence[int]] | None = None,
+) -> list[str]:
+    """Clusters in words, e.g. ``cluster A (4 participants): 0, 1, 2, 3, all handwritten
+    digits``, then what changed since ``previous`` and the purity against the domains."""
+    lines = []
+    for n, members in enumerate(clusters):
+        names = [domains[m] for m in members]
+        counts = {d: names.count(d) for d in sorted(set(names), key=names.index)}
+        if len(counts) == 1:
+            what = f"all {next(iter(counts))}"
+        else:
+            what = "mixed: " + ", ".join(f"{k} x {v}" for k, v in counts.items())
+        who = ", ".join(str(m) for m in members)
+        lines.append(f"cluster {chr(65 + n)} ({len(members)} participants): {who}; {what}")
+    if previous is not None:
+        before = {m: tuple(c) for c in previous for m in c}
+        after = {m: tuple(c) for c in clusters for m in c}
+        moved = sorted(m for m in after if before.get(m) != after[m])
+        if len(clusters) != len(previous) or moved:
+            lines.append(
+                f"membership changed: {len(previous)} -> {len(clusters)} clusters; "
+                f"participants now grouped differently: {', '.join(map(str, moved))}"
+            )
+        else:
+            lines.append("membership unchanged")
+    lines.append(f"purity against the true domains: {cluster_purity(clusters, domains):.2f}")
+    return lines
+
+
 def render(record: DemoRecord, *, guarantees: Sequence[str], artifacts: Mapping[str, Any]) -> str:
     """The report as text."""
     rounds = sorted(record.accuracy)
@@ -59,11 +91,14 @@ def render(record: DemoRecord, *, guarantees: Sequence[str], artifacts: Mapping[
         lines.append(f"  mean: zero-shot {mean_zs:.3f} -> {sum(values) / len(values):.3f}")
     lines += ["", "Clusters found (membership for the next round) against the true domains:"]
     final = record.clusters.get(last, []) if last is not None else []
-    for n, members in enumerate(final):
-        doms = ", ".join(f"{m}:{record.domains[m]}" for m in members)
-        lines.append(f"  cluster {n}: {doms}")
-    if final:
-        lines.append(f"  purity against domains: {cluster_purity(final, record.domains):.2f}")
+    lines += [f"  {line}" for line in describe_clusters(final, record.domains)]
+    parted = [
+        r
+        for r in sorted(record.clusters)
+        if cluster_purity(record.clusters[r], record.domains) >= 0.9
+    ]
+    if parted and len(set(record.domains.values())) > 1:
+        lines.append(f"  the domains were parted (purity >= 0.9) after round {parted[0]}")
     lines += ["", "Privacy guarantees in force:"] + [f"  - {g}" for g in guarantees]
     lines += ["", "Artifacts:"] + [f"  {k}: {v}" for k, v in artifacts.items()]
     return "\n".join(lines)
@@ -116,11 +151,11 @@ def plot(record: DemoRecord, path: Path) -> Path:
     right.set_xticks(range(len(rounds)), [str(r) for r in rounds])
     right.set_yticks(range(len(participants)), [f"{p} ({record.domains[p]})" for p in participants])
     right.set_xlabel("round")
-    right.set_title("Cluster after each round")
+    right.set_title("Cluster after each round (A, B, ...)")
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if not np.isnan(grid[i, j]):
-                right.text(j, i, str(int(grid[i, j])), ha="center", va="center", fontsize=8)
+                right.text(j, i, chr(65 + int(grid[i, j])), ha="center", va="center", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

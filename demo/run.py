@@ -1,19 +1,21 @@
 """The main job: a real SecFPP federation on this machine, with no network.
 
-1. builds a two-domain Dirichlet split (handwritten and printed digits, data shipped
-   inside installed packages) and writes one image folder per participant;
+1. builds a multi-domain split (default ``two-domain``: half the participants classify
+   handwritten digits, half printed letters, each with its own class names and
+   Dirichlet label skew inside its domain; data ships inside installed packages) and
+   writes one image folder per participant;
 2. generates a local CA and a server certificate;
 3. starts the coordinator (SQLite, TLS) as a process, creates a federation over HTTPS;
 4. enrolls N participants and runs each as its own ``secfpp-participant`` process on
    the shipped ``tiny-offline`` CLIP;
-5. starts rounds one after the other and shows stage, clusters and per-participant
-   accuracy as they come;
+5. starts rounds one after the other and shows stage, per-participant accuracy and the
+   clusters in words (who is in which cluster, from which true domain, what changed);
 6. prints a report (accuracy before and after, clusters against the true domains, the
    privacy guarantees in force, artifacts) and writes a PNG plot.
 
 Every child process is stopped when the demo ends, whatever happened.
 
-Usage: ``python -m demo [--participants 8] [--rounds 6] [--workdir runs/demo]``
+Usage: ``python -m demo [--setting two-domain] [--participants 8] [--rounds 6]``
 """
 
 from __future__ import annotations
@@ -30,15 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
-from demo.partition import Domain, multi_domain_partition, write_image_folders
+from demo.partition import SETTINGS, setting_partition, write_image_folders
 from demo.processes import ProcessGroup
-from demo.report import DemoRecord, plot, render
+from demo.report import DemoRecord, cluster_purity, describe_clusters, plot, render
 
 __all__ = ["main"]
-
-TEMPLATE = "a photo of the digit {}."
 
 
 def _say(text: str) -> None:
@@ -49,20 +48,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _domains(per_domain: int, seed: int) -> list[Domain]:
-    from participant.data.synthetic import handwritten_digits, printed_digits
-
-    out = []
-    rng = np.random.default_rng(seed)
-    for loader, name in ((handwritten_digits, "handwritten"), (printed_digits, "printed")):
-        data = loader("train", seed=seed)
-        pick = np.sort(rng.choice(len(data), size=min(per_domain, len(data)), replace=False))
-        out.append(
-            Domain(name, data.images[pick], data.labels[pick].astype(np.int64), data.class_names)
-        )
-    return out
 
 
 def _wait_ready(client: httpx.Client, timeout_s: float, coordinator: Any) -> None:
@@ -166,8 +151,6 @@ class Deployment:
                     "enroll",
                     "--coordinator",
                     self.url,
-                    "--token",
-                    token,
                     "--name",
                     name,
                     "--ca-bundle",
@@ -175,7 +158,9 @@ class Deployment:
                     "--state",
                     str(states[p]),
                 ],
-                env=self.env,
+                # In the environment, not in argv: /proc/PID/environ is readable by the
+                # owner only, /proc/PID/cmdline by every local user.
+                env={**self.participant_env, "SECFPP_ENROLLMENT_TOKEN": token},
             )
             for p, (name, token) in enumerate(zip(names, tokens, strict=True))
         ]
@@ -185,6 +170,11 @@ class Deployment:
                     f"participant {p} failed to enroll; see {self.procs.log_path(f'enroll-{p}')}"
                 )
         return states
+
+    @property
+    def participant_env(self) -> dict[str, str]:
+        """The daemons' environment: the coordinator's, less the admin token."""
+        return {k: v for k, v in self.env.items() if k != "SECFPP_ADMIN_TOKEN"}
 
     @staticmethod
     def index(state: Path) -> int:
@@ -219,7 +209,7 @@ class Deployment:
                 template,
                 "--no-progress-bar",
             ],
-            env=self.env,
+            env=self.participant_env,
         )
 
 
@@ -234,10 +224,11 @@ def _federation(args: argparse.Namespace, width: int) -> dict[str, Any]:
             "reduced_dim": 128,
             "dropout_fraction": 0.25,
             "collusion_fraction": 0.25,
-            "min_aggregation_size": 2,
+            "min_aggregation_size": 3,
             "max_clusters": 4,
         },
-        "rounds": {"total": args.rounds, "warmup_rounds": 1, "lr_global": 1.0},
+        "clustering": {"split_threshold": args.split_threshold},
+        "rounds": {"total": args.rounds, "warmup_rounds": 0, "lr_global": 1.0},
         "deadlines": {"sharing_s": 240, "distances_s": 120, "aggregation_s": 120},
         "operators_see_distances": False,
     }
@@ -252,7 +243,9 @@ def _guarantees(config: dict[str, Any]) -> list[str]:
         f"clustering (SecPC) on Lagrange-coded shares: K={kc}, T={tc}; any {tc} colluding "
         f"participants learn nothing about another's prompt; {n - (2 * (kc + tc - 1) + 1)} "
         f"dropouts tolerated; field GF(2^61-1) with {c['clustering_field']['bits']} "
-        "fractional bits",
+        "fractional bits; only whole squared distances are decoded (one chunk), every "
+        "centre averages at least "
+        f"{c.get('min_reference_size', 2)} prompts, and every threshold exceeds N/2",
         f"cluster-wise aggregation on shares: K={ka}, T={ta}; {n - (ka + ta)} dropouts "
         f"tolerated; GF({c['aggregation_field']['prime']}), updates clipped to L2 "
         f"{c['l2_clip']} and entries to {c['aggregation_field']['clip']}",
@@ -268,17 +261,34 @@ def _guarantees(config: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--setting",
+        choices=sorted(SETTINGS),
+        default="two-domain",
+        help="which domains the participants hold (docs: demo/partition.py SETTINGS)",
+    )
     parser.add_argument("--participants", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--epochs", type=int, default=2, help="local epochs per round")
     parser.add_argument("--n-ctx", type=int, default=4, help="context tokens of the prompt")
     parser.add_argument(
-        "--per-domain",
+        "--images",
         type=int,
-        default=1600,
-        help="images drawn from each domain before the Dirichlet split",
+        default=300,
+        help="images per participant on average (before the 80/20 train/held-out split)",
     )
-    parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration")
+    parser.add_argument(
+        "--split-threshold",
+        type=float,
+        default=0.05,
+        help="SecPC splits a cluster when its W2/W1 falls below this",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=5.0,
+        help="Dirichlet concentration of the label skew inside each domain (0.5: strong)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path("runs/demo"))
     args = parser.parse_args(argv)
@@ -296,15 +306,24 @@ def main(argv: list[str] | None = None) -> int:
 
     width = int(open_clip.get_model_config("tiny-offline")["text_cfg"]["width"])
 
+    spec = SETTINGS[args.setting]
     _say(
-        f"partitioning handwritten + printed digits across {args.participants} participants "
-        f"(Dirichlet alpha={args.alpha})"
+        f"setting {args.setting}: {spec.description}; {args.participants} participants, "
+        f"Dirichlet alpha={args.alpha} inside each domain"
     )
-    parts = multi_domain_partition(
-        _domains(args.per_domain, args.seed), args.participants, alpha=args.alpha, seed=args.seed
+    setting = setting_partition(
+        args.setting,
+        args.participants,
+        alpha=args.alpha,
+        seed=args.seed,
+        images_per_participant=args.images,
     )
+    parts = setting.parts
     folders = write_image_folders(parts, work / "data")
     domains = {p.participant: p.domain.name for p in parts}
+    templates = {
+        p.participant: setting.prompt_templates[setting.true_domain[p.participant]] for p in parts
+    }
 
     record = DemoRecord(domains)
     with ProcessGroup(work / "logs") as procs:
@@ -316,7 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         index_of = {deployment.index(state): p for p, state in enumerate(states)}
         for p, folder in enumerate(folders):
             deployment.start_participant(
-                p, states[p], folder, checkpoint=checkpoint, epochs=args.epochs, template=TEMPLATE
+                p,
+                states[p],
+                folder,
+                checkpoint=checkpoint,
+                epochs=args.epochs,
+                template=templates[p],
             )
         admin = deployment.admin
         _say(f"{args.participants} participants enrolled and running (logs in {work / 'logs'})")
@@ -336,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
                 "zero_shot": record.zero_shot,
                 "accuracy": record.accuracy,
                 "clusters": record.clusters,
+                "purity": {
+                    r: cluster_purity(c, record.domains) for r, c in record.clusters.items()
+                },
                 "stages": record.stages,
             },
             indent=1,
@@ -405,21 +432,23 @@ def _run_round(
         index_of[int(i)]: float(m["accuracy"]) for i, m in metrics.items() if "accuracy" in m
     }
     shown = " ".join(f"{p}:{a:.2f}" for p, a in sorted(record.accuracy[number].items()))
-    groups = " | ".join(",".join(map(str, c)) for c in record.clusters[number])
-    _say(f"round {number} published: accuracy {shown}; clusters {groups}{_split_tests(status)}")
+    _say(f"round {number} published: held-out accuracy per participant {shown}")
+    previous = record.clusters.get(number - 1)
+    for line in describe_clusters(record.clusters[number], record.domains, previous):
+        _say(f"  {line}")
+    tests = _split_tests(status)
+    if tests:
+        _say(f"  split test (split when W2/W1 < threshold): {tests}")
 
 
 def _split_tests(status: dict[str, Any]) -> str:
-    """The clustering event's split statistics, e.g. ``; split test c0: S1/S0 1.00, W2/W1 0.21``."""
+    """The clustering event's split statistics, e.g. ``cluster 0: W2/W1 0.21``."""
     for event in status.get("events") or []:
         detail = event.get("detail") or {}
         if "split_ratios" in detail:
-            axis = detail.get("axis_ratios") or {}
-            parts = [
-                f"c{c}: S1/S0 {r:.2f}" + (f", W2/W1 {axis[c]:.2f}" if c in axis else "")
-                for c, r in sorted(detail["split_ratios"].items())
-            ]
-            return f"; split test {', '.join(parts)}" if parts else ""
+            return ", ".join(
+                f"cluster {c}: W2/W1 {r:.3f}" for c, r in sorted(detail["split_ratios"].items())
+            )
     return ""
 
 

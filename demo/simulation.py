@@ -81,17 +81,21 @@ class SimulationConfig:
     init_seed: int = 0
     strategy_settings: dict[str, Any] = field(default_factory=dict)
     dp: dict[str, Any] = field(default_factory=dict)
+    clustering: dict[str, Any] = field(default_factory=dict)
+    reduce_direction: bool = True
 
 
 @dataclass
 class RoundRecord:
-    """What one round did: per-participant held-out accuracy and the clusters."""
+    """What one round did: per-participant held-out accuracy, the clusters (membership for
+    the next round) and the split statistic ``W2/W1`` of every tested cluster."""
 
     number: int
     stage: str
     accuracy: dict[str, float]
     clusters: list[list[str]]
     failure_reason: str | None = None
+    split_ratios: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +146,7 @@ def _trainer(
         epochs=config.epochs,
         reduction=reduction,
         on_progress=lambda text: log.debug("%s", text),
+        reduce_direction=config.reduce_direction,
     )
 
 
@@ -156,7 +161,11 @@ def _federation_body(config: SimulationConfig, n: int, dim: int) -> dict[str, An
             "init_std": 0.02,
             "init_seed": config.init_seed,
         },
-        "reduction": {"method": "jl", "seed": config.init_seed},
+        "reduction": {
+            "method": "jl",
+            "seed": config.init_seed,
+            "direction": config.reduce_direction,
+        },
         "tolerance": {
             "reduced_dim": config.reduced_dim,
             "dropout_fraction": config.dropout_fraction,
@@ -171,6 +180,7 @@ def _federation_body(config: SimulationConfig, n: int, dim: int) -> dict[str, An
             "lr_global": config.lr_global,
         },
         "dp": config.dp or {"mechanism": "none"},
+        "clustering": config.clustering,
         "operators_see_distances": False,
     }
 
@@ -279,7 +289,22 @@ def _one_round(
         [by_index[m] for m in c["members"]]
         for c in (status.get("next_clusters") or status.get("clusters") or [])
     ]
-    return RoundRecord(number, status["stage"], accuracy, clusters, status.get("failure_reason"))
+    ratios: dict[str, float] = next(
+        (
+            e["detail"]["split_ratios"]
+            for e in status.get("events") or []
+            if "split_ratios" in (e.get("detail") or {})
+        ),
+        {},
+    )
+    return RoundRecord(
+        number,
+        status["stage"],
+        accuracy,
+        clusters,
+        status.get("failure_reason"),
+        {str(c): float(r) for c, r in ratios.items()},
+    )
 
 
 def _local(

@@ -1,0 +1,179 @@
+"""How reliably SecPC parts the domains of the demo's setting, and how often it splits one.
+
+For each seed, the demo's federation (default: 8 participants, ``two-domain``: half on
+handwritten digits, half on printed letters, Dirichlet(0.5) labels inside each domain,
+300 images each, 2 local epochs per round, SecPC from round 1) runs in simulation mode
+(:func:`demo.simulation.simulate`: the real coordinator app and participant engines in one
+process, real training on the shipped ``tiny-offline`` CLIP). It records, per round, the
+published clusters' purity against the true domains and the split statistic ``W2/W1``.
+
+* **parted**: purity >= 0.9 by round ``--by`` (default 3), and the round it first happened;
+* **false splits**: the same federation size on the ``single`` setting (everybody on
+  handwritten digits): the fraction of seeds with more than one cluster after any round.
+
+Usage: ``python -m bench.split_rate [--seeds 10] [--participants 8] [--rounds 3]``
+(``--quick``: 1 seed, 1 round, 6 participants, 60 images: the smoke run the test suite runs).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.accuracy import _participants
+from demo.partition import setting_partition
+from demo.report import cluster_purity
+from demo.simulation import SimulationConfig, simulate
+from participant.learning import configure_threads, load_backbone
+
+__all__ = ["main", "run_setting"]
+
+
+def run_setting(
+    setting: str,
+    *,
+    seeds: list[int],
+    participants: int,
+    rounds: int,
+    epochs: int,
+    images: int,
+    split_threshold: float,
+    alpha: float,
+    backbone: Any,
+    direction: bool = True,
+) -> list[dict[str, Any]]:
+    """One simulated federation per seed; per-round purity, clusters and ``W2/W1``."""
+    rows = []
+    for seed in seeds:
+        started = time.monotonic()
+        built = setting_partition(
+            setting, participants, alpha=alpha, seed=seed, images_per_participant=images
+        )
+        data = _participants(built.parts, backbone, per_participant=images, seed=seed)
+        domains = {d.name: d.group for d in data}
+        config = SimulationConfig(
+            strategy="secfpp",
+            rounds=rounds,
+            epochs=epochs,
+            warmup_rounds=0,
+            min_aggregation_size=3,
+            max_clusters=4,
+            init_seed=seed,
+            clustering={"split_threshold": split_threshold},
+            reduce_direction=direction,
+        )
+        result = simulate(data, backbone, config, seed=seed)
+        purity = [cluster_purity(r.clusters, domains) for r in result.rounds]
+        parted_at = next(
+            (r.number for r, p in zip(result.rounds, purity, strict=True) if p >= 0.9), None
+        )
+        rows.append(
+            {
+                "setting": setting,
+                "seed": seed,
+                "purity": purity,
+                "clusters": [len(r.clusters) for r in result.rounds],
+                "split_ratios": [r.split_ratios for r in result.rounds],
+                "parted_at": parted_at,
+                "stages": [r.stage for r in result.rounds],
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
+        print(
+            f"  {setting:>10} seed {seed}: clusters {rows[-1]['clusters']}, purity "
+            + " ".join(f"{p:.2f}" for p in purity)
+            + ", W2/W1 "
+            + " ".join(
+                "/".join(f"{v:.3f}" for v in r.values()) or "-" for r in rows[-1]["split_ratios"]
+            )
+            + f" ({rows[-1]['seconds']:.0f} s)",
+            flush=True,
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.split_rate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--participants", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--by", type=int, default=3, help="parted by this round counts")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("--setting", default="two-domain")
+    parser.add_argument("--split-threshold", type=float, default=0.05)
+    parser.add_argument("--alpha", type=float, default=5.0, help="Dirichlet label skew")
+    parser.add_argument(
+        "--no-direction", action="store_true", help="cluster x_i = reduce(P_i) itself"
+    )
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/split_rate.json"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.rounds, args.by, args.images, args.participants = 1, 1, 1, 60, 6
+    logging.basicConfig(level=logging.WARNING)
+    configure_threads(1)
+    from participant.backbones import tiny_offline_checkpoint_path
+
+    backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
+    seeds = list(range(args.seeds))
+    common = dict(
+        seeds=seeds,
+        participants=args.participants,
+        rounds=args.rounds,
+        epochs=args.epochs,
+        images=args.images,
+        split_threshold=args.split_threshold,
+        alpha=args.alpha,
+        backbone=backbone,
+        direction=not args.no_direction,
+    )
+    started = time.monotonic()
+    print(f"== {args.setting}: {args.participants} participants, {args.seeds} seeds")
+    multi = run_setting(args.setting, **common)  # type: ignore[arg-type]
+    print(f"== single: {args.participants} participants, {args.seeds} seeds (false splits)")
+    single = run_setting("single", **common)  # type: ignore[arg-type]
+    parted = [r for r in multi if r["parted_at"] is not None and r["parted_at"] <= args.by]
+    false = [r for r in single if max(r["clusters"]) > 1]
+    summary = {
+        "setting": args.setting,
+        "participants": args.participants,
+        "seeds": args.seeds,
+        "rounds": args.rounds,
+        "by_round": args.by,
+        "parted": len(parted),
+        "parted_rounds": [r["parted_at"] for r in multi],
+        "false_splits": len(false),
+        "split_threshold": args.split_threshold,
+        "alpha": args.alpha,
+        "direction": not args.no_direction,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    print(
+        f"\nparted (purity >= 0.9 by round {args.by}): {len(parted)} of {args.seeds} seeds; "
+        f"first round with purity >= 0.9 per seed: {summary['parted_rounds']}"
+    )
+    print(
+        f"false splits on the single-domain federation: {len(false)} of {args.seeds} "
+        f"({100 * len(false) / max(args.seeds, 1):.0f}%)"
+    )
+    print(f"{summary['seconds']:.0f} s in all")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": summary, "runs": multi + single}, indent=1))
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""``python -m bench.split_rate --quick`` runs end to end and records what the README cites."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.clustering import rate
+from bench.split_rate import main
+from crypto.clustering import ClusteringConfig
+
+
+def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:
+    out = tmp_path / "split.json"
+    assert main(["--quick", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    summary = data["summary"]
+    assert summary["seeds"] == 1
+    assert summary["participants"] == 6
+    assert 0 <= summary["parted"] <= 1
+    assert 0 <= summary["false_splits"] <= 1
+    settings = [run["setting"] for run in data["runs"]]
+    assert settings == ["two-domain", "single"]
+    for run in data["runs"]:
+        assert run["stages"] == ["published"]
+        assert len(run["purity"]) == 1
+        assert 0.5 <= run["purity"][0] <= 1.0
+        assert set(run["split_ratios"][0]) == {"0"}  # six members: the cluster was probed
+
+
+@pytest.mark.parametrize(
+    ("sizes", "gap", "want"), [((8,), 0.0, (0.0, 0.0)), ((4, 4), 2.5, (1.0, 1.0))]
+)
+def test_clustering_bench_rate(
+    sizes: tuple[int, ...], gap: float, want: tuple[float, float]
+) -> None:
+    assert rate(sizes, gap, runs=5, config=ClusteringConfig()) == want
