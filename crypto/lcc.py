@@ -35,7 +35,7 @@ import numpy as np
 
 from crypto.errors import DecodeError, ParameterError
 from crypto.field import FieldArray, PreparedLeft, PrimeField
-from crypto.linalg import lagrange_matrix
+from crypto.linalg import lagrange_matrix, matmul
 from crypto.reed_solomon import ReedSolomonCode
 from crypto.rng import RandomSource, SystemRandom
 
@@ -123,7 +123,9 @@ class LagrangeCode:
         data[: x.size] = x
         padding = rng.field_elements(self.field.prime, (self.t, chunk))
         stacked = np.vstack([data.reshape(self.k, chunk), padding])
-        return self.field.matmul(self._prepared_encoding, stacked)
+        if self.field.narrow:
+            return self.field.matmul(self._prepared_encoding, stacked)
+        return matmul(self.field, self.encoding_matrix, stacked)  # float64 limbs, exact
 
     # -- decode ----------------------------------------------------------------------
     def decode(

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 from crypto.errors import DecodeError, ParameterError
 from crypto.field import FieldArray, PrimeField
 from crypto.lcc import Decoded, LagrangeCode
+from crypto.linalg import matmul, mul, mulsum
 from crypto.params import FieldSpec
 
 __all__ = [
@@ -152,16 +153,18 @@ def coded_distances(
     if missing:
         raise ParameterError("shares", f"lacks the shares of participants {missing}")
     own = np.vstack([field.check(shares[i], f"shares[{i}]") for i in refs.participants])
-    sums = field.matmul(_membership(refs), own)  # (S, L)
+    p = field.prime
+    sums = matmul(field, _membership(refs), own)  # (S, L)
     sizes = np.array([len(m) for m in refs.sets], dtype=np.int64)
-    scaled = field.mul(own[:, None, :], sizes[None, :, None])  # (n, S, L)
-    delta = field.square_sum(field.sub(scaled, sums[None, :, :]), axis=-1)  # (n, S)
+    scaled = mul(own[:, None, :], sizes[None, :, None], p)  # (n, S, L)
+    diff = field.sub(scaled, sums[None, :, :])
+    delta = mulsum(diff, diff, p)  # (n, S)
     eps = []
     clusters = refs.clusters
     for a, b in refs.cluster_pairs:
         m_a, m_b = len(clusters[a][1]), len(clusters[b][1])
-        diff = field.sub(field.scale(sums[a], m_b), field.scale(sums[b], m_a))
-        eps.append(field.square_sum(diff[None, :], axis=-1)[0])
+        pair = field.sub(field.scale(sums[a], m_b), field.scale(sums[b], m_a))
+        eps.append(int(mulsum(pair, pair, p)))
     return np.concatenate([delta.reshape(-1), np.asarray(eps, dtype=np.int64)])
 
 
