@@ -59,16 +59,15 @@ def _postgres_connect_args(limits: DatabaseLimits) -> dict[str, Any]:
 
 def _sqlite_engine(url: str, echo: bool, limits: DatabaseLimits, pooled: bool) -> Engine:
     memory = ":memory:" in url or url.rstrip("/") in ("sqlite:", "sqlite+pysqlite:")
+    # In memory, SQLAlchemy picks a single-connection pool: no sizing, no pool class.
     kwargs: dict[str, Any] = {}
-    if memory:
-        pass  # SQLAlchemy picks a single-connection pool; sizing does not apply
-    elif pooled:
+    if not memory and pooled:
         kwargs.update(
             pool_size=limits.pool_size,
             max_overflow=limits.max_overflow,
             pool_timeout=limits.pool_timeout_s,
         )
-    else:
+    elif not memory:
         kwargs["poolclass"] = NullPool
     engine = create_engine(
         url,
