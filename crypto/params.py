@@ -187,6 +187,9 @@ class CryptoParams:
             leaves of its cluster) a participant will compute distances to; 1 would allow
             distances to single participants' prompts, which the default 2 refuses.
         max_clusters: upper bound on the number of clusters.
+        committee_size: ``c``, members each participant shares to (issue 17,
+            :mod:`crypto.committee`); ``None`` means all ``N`` (all-to-all sharing). Recorded
+            only: the codes above are the all-to-all ones until the committee integration.
     """
 
     n_participants: int
@@ -203,6 +206,7 @@ class CryptoParams:
     min_aggregation_size: int = 3
     min_reference_size: int = 2
     max_clusters: int = 8
+    committee_size: int | None = None
 
     def __post_init__(self) -> None:
         n = self.n_participants
@@ -227,6 +231,9 @@ class CryptoParams:
             )
         if not isinstance(self.max_clusters, int) or self.max_clusters < 1:
             raise ParameterError("max_clusters", f"must be an int >= 1, not {self.max_clusters!r}")
+        c = self.committee_size
+        if c is not None and (not isinstance(c, int) or not 3 <= c <= n):
+            raise ParameterError("committee_size", f"must be None or an int in [3, {n}], not {c!r}")
         if self.clustering_code.k != 1:
             raise ParameterError(
                 "clustering_code",
@@ -325,6 +332,7 @@ class CryptoParams:
         aggregation_clip: float = 1.0,
         clustering_prime: int = MERSENNE_61,
         aggregation_prime: int = MERSENNE_31,
+        committee: bool = False,
         **kwargs: Any,
     ) -> CryptoParams:
         """Parameters tolerating ``floor(f_d * N)`` dropouts and ``max(1, floor(f_c * N))``
@@ -333,7 +341,8 @@ class CryptoParams:
         The distance stage has ``K_c = 1`` and ``T_c = max(T, ceil(floor(N/2) / 2))``, the
         smallest ``T_c >= T`` whose threshold ``2 T_c + 1`` exceeds ``N/2`` (module doc);
         the aggregation stage's threshold ``N - dropouts`` exceeds ``N/2`` when fewer than
-        half may drop out.
+        half may drop out. With ``committee=True`` it also sets ``committee_size`` from
+        :func:`crypto.committee.committee_size` (same fractions); the codes are unchanged.
         """
         n = n_participants
         dropouts = math.floor(dropout_fraction * n)
@@ -360,6 +369,12 @@ class CryptoParams:
         a_bits = largest_safe_bits(
             prime=aggregation_prime, clip=aggregation_clip, n_participants=n, degree=1
         )
+        if committee:
+            from crypto.committee import committee_size  # imports this module
+
+            kwargs["committee_size"] = committee_size(
+                n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
+            )
         return cls(
             n_participants=n,
             reduced_dim=reduced_dim,

@@ -8,7 +8,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     OPENBLAS_NUM_THREADS=1
 
-RUN groupadd --system secfpp && useradd --system --gid secfpp --home-dir /srv/secfpp secfpp
+# A fixed numeric uid/gid: USER then names an id the host can map (compose overrides it
+# with the owner of docker/certs/server-key.pem).
+RUN groupadd --system --gid 10001 secfpp \
+ && useradd --system --uid 10001 --gid secfpp --home-dir /srv/secfpp secfpp
 
 WORKDIR /srv/secfpp
 COPY pyproject.toml README.md ./
@@ -23,11 +26,12 @@ RUN pip install --no-deps . \
         "fastapi>=0.110" "uvicorn[standard]>=0.29" "sqlalchemy>=2.0.25" "alembic>=1.13" \
         "psycopg[binary]>=3.1" "pydantic>=2.6" "pydantic-settings>=2.2"
 
-USER secfpp
+USER 10001:10001
 EXPOSE 8443
 # Settings come from the environment (SECFPP_DATABASE_URL, SECFPP_ADMIN_TOKEN,
 # SECFPP_TLS_CERTFILE, SECFPP_TLS_KEYFILE, ...); see coordinator/settings.py.
+# Exec form: an unanswered or failed request raises, and python exits 1 (unhealthy).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
-  CMD python -c "import ssl,urllib.request as u; u.urlopen('https://127.0.0.1:8443/healthz', context=ssl._create_unverified_context(), timeout=4)" || exit 1
+  CMD ["python", "-c", "import ssl,urllib.request as u; u.urlopen('https://127.0.0.1:8443/healthz', context=ssl._create_unverified_context(), timeout=4)"]
 ENTRYPOINT ["secfpp-coordinator"]
 CMD ["--host", "0.0.0.0", "--port", "8443"]

@@ -1,8 +1,8 @@
 """Static checks of docker/ (no Docker engine runs on the build machines).
 
 Every file a Dockerfile copies exists, every entrypoint is a console script of the
-project, the torch pin matches dev.sh, and every SECFPP_* variable the compose file sets
-is a coordinator setting.
+project, the torch pin matches dev.sh, every SECFPP_* variable the compose file sets
+is a coordinator setting, and the participant image is the CUDA one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 
 from coordinator.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 
 
@@ -60,16 +60,58 @@ def test_torch_pin_matches_dev_script() -> None:
 def test_compose_services_and_settings() -> None:
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "migrate", "coordinator"}
+    assert set(services) == {
+        "postgres",
+        "migrate",
+        "coordinator",
+        "coordinator-1",
+        "coordinator-2",
+        "proxy",
+        "participant",
+    }
     fields = {f"SECFPP_{name.upper()}" for name in Settings.model_fields}
-    for name in ("migrate", "coordinator"):
+    for name in ("migrate", "coordinator", "coordinator-1", "coordinator-2"):
         service = services[name]
         build = service["build"]
         assert (DOCKER / build["context"] / build["dockerfile"]).resolve().is_file()
         for variable in service["environment"]:
-            assert variable in fields, f"{name}: {variable} is not a coordinator setting"
+            if variable.startswith("SECFPP_"):
+                assert variable in fields, f"{name}: {variable} is not a coordinator setting"
         assert service["environment"]["SECFPP_DATABASE_URL"].startswith("postgresql+psycopg://")
     assert services["coordinator"]["depends_on"]["migrate"]["condition"] == (
         "service_completed_successfully"
     )
     assert (DOCKER / "make-certs.sh").stat().st_mode & 0o111
+
+
+def test_participant_image_is_the_cuda_one() -> None:
+    """The pinned torch wheel is PyPI's CUDA build, the image asks for the GPU driver, the
+    build refuses a CPU-only wheel, and the compose profile reserves the GPUs."""
+    text = (DOCKER / "participant.Dockerfile").read_text()
+    assert "index-url" not in text  # PyPI's default wheel, not a CPU-only index
+    assert "NVIDIA_VISIBLE_DEVICES=all" in text
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text
+    assert "sys.exit(0 if torch.version.cuda else" in text
+    assert text.count("FROM ") == 1
+    assert "FROM python:3.11-" in text  # the project's Python (requires-python >= 3.11)
+    service = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["participant"]
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    assert service["command"][-2:] == ["--device", "cuda"]  # no silent fallback to the CPU
+
+
+def test_pinned_torch_wheel_is_a_cuda_build() -> None:
+    """The torch the venv got from PyPI for the dev.sh pin (the same wheel the image
+    installs on linux/amd64) carries a CUDA version and the nvidia-* runtime wheels."""
+    from importlib import metadata
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    assert spec is not None
+    assert spec.origin is not None
+    version_py = (Path(spec.origin).parent / "version.py").read_text()
+    assert metadata.version("torch").startswith("2.14.1")
+    cuda = re.search(r"^cuda: .*= '([0-9.]+)'", version_py, re.MULTILINE)
+    assert cuda is not None, "torch in the venv is a CPU-only build"
+    requires = metadata.requires("torch") or []
+    assert any(r.startswith("nvidia-cudnn") for r in requires)

@@ -1,0 +1,356 @@
+"""Benchmark of committee sharing (issue 17): prints tables (not a test).
+
+For ``N`` participants and a committee of ``c`` (:func:`crypto.committee.plan_committee`),
+each coded stage is measured with the crypto core, one process, one BLAS thread, in CPU
+seconds (``time.process_time``; the machine is shared, so wall-clock is noisier):
+
+* **share** (one participant): quantize its vector, LCC-share it for the ``c`` members,
+  pack and seal one envelope per member (X25519 + HKDF + AES-256-GCM);
+* **member** (one committee member): open the ``N - 1`` envelopes addressed to it, unpack,
+  and compute its result over all ``N`` participants' shares (the cluster sum; the coded
+  squared distances);
+* **decode** (coordinator): decode from all ``c`` members' results (``c > R``, so with the
+  Reed-Solomon consistency check), checked against the plaintext answer.
+
+The same stage without a committee (every participant a member, ``c = N``, today's codes)
+is shown for comparison. "Stage total" is the compute summed over every machine,
+``N * share + c * member + decode``; "critical path" is ``share + member + decode``, what
+a stage takes when participants and members work in parallel on their own machines.
+
+What is sampled (stated in the output): ``share`` is the mean over ``--sample``
+participants (the stage total multiplies it by ``N``). For ``member``, the incoming
+shares are drawn uniformly from the field: with ``T >= 1`` one share of a secret is
+uniform, and participants share independently, so this is the distribution a member
+really receives. The aggregation decode gets the members' results as one LCC sharing
+of the plaintext sum of ``N`` quantized updates: by linearity ``sum_i share_j(g_i)`` is a
+sharing of ``sum_i g_i`` whose masks are sums of uniform masks, i.e. uniform, so the
+decoder sees what it would see in a round; the decoded sum is compared exactly. The
+distance stage runs for real (all ``N`` shares, every member's coded distances, the
+decode compared with plaintext distances) where that fits (``N * c * r`` shares in
+memory, up to ``--real-upto`` participants without a committee); otherwise its decode is
+timed on a codeword of random polynomials of the same degree (:func:`bench.decode.make_case`).
+The end-to-end committee path is also exercised by tests/crypto/test_committee.py.
+
+Usage:  python -m bench.committee [--quick] [--n 1000] [--d 100000] [--sample 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np
+
+from bench.decode import make_case
+from crypto.aggregation import decode_cluster_sum, member_sums, prepare_update
+from crypto.clustering import Membership
+from crypto.committee import plan_committee
+from crypto.lcc import LagrangeCode
+from crypto.params import CodeSpec, CryptoParams, FieldSpec
+from crypto.quantize import quantize
+from crypto.rng import DeterministicRandom
+from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
+from crypto.transport import KeyPair, ShareContext, generate_keypair, open_share, seal_share
+from crypto.wire import pack_field_vector, unpack_field_vector
+
+REDUCED_DIM = 128
+CLUSTERS = 8
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Who shares to whom: ``n`` participants, ``members`` of them in the committee."""
+
+    label: str
+    n: int
+    members: int
+    aggregation: CodeSpec
+    clustering: CodeSpec
+    params: CryptoParams  # fields and quantization bits (they depend on N, not on c)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """CPU seconds per role, bytes per role, and how each figure was obtained."""
+
+    share_s: float
+    member_s: float
+    decode_s: float
+    envelope_bytes: int
+    result_bytes: int
+    how: str
+
+    def total(self, s: Setting) -> float:
+        return s.n * self.share_s + s.members * self.member_s + self.decode_s
+
+    def path(self) -> float:
+        return self.share_s + self.member_s + self.decode_s
+
+
+def cpu(fn: Callable[[], object]) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def setting(n: int, *, collusion: float, dropout: float, committee: bool) -> Setting:
+    params = CryptoParams.for_federation(
+        n, reduced_dim=REDUCED_DIM, collusion_fraction=collusion, dropout_fraction=dropout
+    )
+    plan = plan_committee(
+        n, collusion_fraction=collusion, dropout_fraction=dropout, size=None if committee else n
+    )
+    if committee and plan.full:
+        raise SystemExit(f"N = {n} gets no committee smaller than N at f_c = {collusion}")
+    who = f"committee c={plan.size}" if committee else f"all-to-all N={n}"
+    label = f"{who} fc={collusion:g}"
+    return Setting(label, n, plan.size, plan.aggregation_code, plan.clustering_code, params)
+
+
+def _seal_all(
+    sender: KeyPair, recipients: list[KeyPair], payloads: list[bytes], stage: str
+) -> list[bytes]:
+    return [
+        seal_share(sender.private, r.public, p, context=ShareContext("bench", 1, stage, 0, j))
+        for j, (r, p) in enumerate(zip(recipients, payloads, strict=True))
+    ]
+
+
+def _open_all(
+    member: KeyPair, senders: list[KeyPair], inbox: list[bytes], prime: int, length: int, stage: str
+) -> dict[int, np.ndarray]:
+    return {
+        i: unpack_field_vector(
+            open_share(
+                member.private, s.public, env, context=ShareContext("bench", 1, stage, i, 0)
+            ),
+            prime=prime,
+            expected_length=length,
+        )
+        for i, (s, env) in enumerate(zip(senders, inbox, strict=True))
+    }
+
+
+def _member_inbox(
+    s: Setting, spec: FieldSpec, length: int, stage: str, rng: DeterministicRandom
+) -> tuple[KeyPair, list[KeyPair], list[bytes]]:
+    """``N - 1`` envelopes to one member, each a uniform share (see module doc)."""
+    member = generate_keypair(rng)
+    senders = [generate_keypair(rng) for _ in range(s.n - 1)]
+    inbox = [
+        seal_share(
+            k.private,
+            member.public,
+            pack_field_vector(rng.field_elements(spec.prime, length), prime=spec.prime),
+            context=ShareContext("bench", 1, stage, i, 0),
+        )
+        for i, k in enumerate(senders)
+    ]
+    return member, senders, inbox
+
+
+def aggregation(s: Setting, d: int, sample: int, seed: int = 0) -> Cost:
+    """The aggregation stage (one cluster of everybody) for a ``d``-entry update."""
+    spec = s.params.aggregation_field
+    code = LagrangeCode(spec.field, s.aggregation.k, s.aggregation.t, s.members)
+    length, prime = code.chunk_length(d), spec.prime
+    rng = DeterministicRandom(seed)
+    recipients = [generate_keypair(rng) for _ in range(s.members)]
+    sender = generate_keypair(rng)
+    gen = np.random.default_rng(seed)
+    code.share(spec.field.asarray(np.zeros(d, dtype=np.int64)), rng)  # encoding matrix, once
+    sizes: list[int] = []
+
+    def participant() -> None:
+        update = gen.normal(0, 0.01, d)
+        q = prepare_update(update, spec, l2_clip=s.params.l2_clip, rng=rng)
+        shares = code.share(q, rng)
+        payloads = [pack_field_vector(row, prime=prime) for row in shares]
+        sizes.append(len(_seal_all(sender, recipients, payloads, "aggregation")[0]))
+
+    share_s = sum(cpu(participant) for _ in range(sample)) / sample
+
+    member, senders, inbox = _member_inbox(s, spec, length, "aggregation", rng)
+    own = rng.field_elements(prime, length)
+
+    def member_work() -> None:
+        opened = _open_all(member, senders, inbox, prime, length, "aggregation")
+        opened[s.n - 1] = own
+        member_sums(spec.field, opened, [tuple(range(s.n))])
+
+    member_s = cpu(member_work)
+
+    bound = spec.quantum_bound()
+    total = np.zeros(d, dtype=np.int64)
+    for _ in range(s.n):  # the plaintext sum of N quantized updates
+        total += gen.integers(-bound, bound + 1, d)
+    rows = code.share(spec.field.asarray(total), rng)  # members' results, by linearity
+    results = {j: rows[j] for j in range(s.members)}
+    decoded: list[np.ndarray] = []
+    decode_s = cpu(lambda: decoded.append(decode_cluster_sum(code, results, length=d)[0]))
+    assert np.array_equal(decoded[0], total), "aggregation decode differs from the plaintext sum"
+    result_bytes = len(pack_field_vector(rows[0], prime=prime))
+    how = f"share: mean of {sample}; member: uniform shares; decode: sharing of the sum"
+    return Cost(share_s, member_s, decode_s, sizes[0], result_bytes, how)
+
+
+def _refs(n: int) -> ReferenceSets:
+    groups = np.array_split(np.arange(n), CLUSTERS)
+    membership = Membership(
+        tuple((c, tuple(int(i) for i in g)) for c, g in enumerate(groups)),
+        tuple((c, tuple(int(i) for i in g[: len(g) // 2])) for c, g in enumerate(groups)),
+        CLUSTERS,
+    )
+    built = membership.reference_sets(
+        range(n), min_aggregation_size=1, min_reference_size=2, salt="bench"
+    )
+    assert built is not None
+    return built
+
+
+def distances(s: Setting, sample: int, real: bool, seed: int = 1) -> Cost:
+    """The distance stage: r = 128, 8 clusters and their 8 probes."""
+    spec = s.params.clustering_field
+    code = LagrangeCode(spec.field, 1, s.clustering.t, s.members)
+    prime, r = spec.prime, REDUCED_DIM
+    rng = DeterministicRandom(seed)
+    refs = _refs(s.n)
+    vectors = np.random.default_rng(seed).normal(0, 0.5, (s.n, r))
+    recipients = [generate_keypair(rng) for _ in range(s.members)]
+    sender = generate_keypair(rng)
+    code.share(quantize(vectors[0], code.field, bits=spec.bits, clip=spec.clip), rng)  # warm
+    sizes: list[int] = []
+
+    def participant(i: int) -> None:
+        q = quantize(vectors[i], code.field, bits=spec.bits, clip=spec.clip)
+        shares = code.share(q, rng)
+        payloads = [pack_field_vector(row, prime=prime) for row in shares]
+        sizes.append(len(_seal_all(sender, recipients, payloads, "distances")[0]))
+
+    share_s = sum(cpu(lambda i=i: participant(i)) for i in range(sample)) / sample
+
+    member, senders, inbox = _member_inbox(s, spec, r, "distances", rng)
+    open_s = cpu(lambda: _open_all(member, senders, inbox, prime, r, "distances"))
+    if real:
+        by_member = np.empty((s.members, s.n, r), dtype=np.int64)
+        for i in range(s.n):  # every participant's real shares (untimed: costed above)
+            q = quantize(vectors[i], code.field, bits=spec.bits, clip=spec.clip)
+            by_member[:, i, :] = code.share(q, rng)
+        results: dict[int, np.ndarray] = {}
+
+        def compute(j: int) -> None:
+            results[j] = coded_distances(code.field, dict(enumerate(by_member[j])), refs)
+
+        compute_s = sum(cpu(lambda j=j: compute(j)) for j in range(s.members)) / s.members
+        del by_member
+        decoded: list[np.ndarray] = []
+
+        def decode() -> None:
+            coded, _ = decode_distances(code, results, refs, spec)
+            decoded.append(coded.point)
+
+        decode_s = cpu(decode)
+        quantized = np.round(np.clip(vectors, -spec.clip, spec.clip) * spec.scale) / spec.scale
+        plain = plaintext_distances(quantized, refs)
+        np.testing.assert_allclose(decoded[0], plain.point, rtol=1e-9, atol=1e-9)
+        how = f"share: mean of {sample}; member: all {s.members} real; decode: real, checked"
+        result_len = refs.result_length
+    else:
+        uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
+        compute_s = sum(cpu(lambda: coded_distances(code.field, uniform, refs)) for _ in range(2))
+        compute_s /= 2
+        case = make_case(s.n, "distance", refs.result_length, 0)
+        assert (case.code.n, case.code.t) == (s.members, s.clustering.t)
+        decode_s = cpu(lambda: case.code.decode(case.evaluations, degree=2))
+        how = f"share: mean of {sample}; member: uniform shares; decode: random codeword"
+        result_len = refs.result_length
+    result_bytes = 24 + result_len * 8
+    return Cost(share_s, open_s + compute_s, decode_s, sizes[0], result_bytes, how)
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:,.1f}"
+
+
+def report(title: str, rows: list[tuple[Setting, Cost]]) -> None:
+    print(f"\n== {title}")
+    print(
+        f"{'setting':<25} {'N':>5} {'c':>4} {'K':>4} {'T':>4} {'envelopes':>10} "
+        f"{'MB up/part':>10} {'MB in/memb':>10} {'MB results':>10} {'share s':>8} "
+        f"{'member s':>8} {'decode s':>8} {'path s':>7} {'total s':>8}"
+    )
+    for s, c in rows:
+        code = s.aggregation if "aggregation" in title else s.clustering
+        envelopes = s.n * s.members - s.members
+        print(
+            f"{s.label:<25} {s.n:>5} {s.members:>4} {code.k:>4} {code.t:>4} {envelopes:>10,} "
+            f"{_mb(s.members * c.envelope_bytes):>10} {_mb((s.n - 1) * c.envelope_bytes):>10} "
+            f"{_mb(s.members * c.result_bytes):>10} {c.share_s:>8.4f} {c.member_s:>8.3f} "
+            f"{c.decode_s:>8.3f} {c.path():>7.2f} {c.total(s):>8.1f}"
+        )
+    for s, c in rows:
+        print(f"  {s.label}: {c.how}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N = 200, d = 8192 (smoke run)")
+    parser.add_argument("--n", type=int, default=1000, help="participants (default 1000)")
+    parser.add_argument("--d", type=int, default=100_000, help="update length (default 100000)")
+    parser.add_argument("--sample", type=int, default=3, help="participants timed per setting")
+    parser.add_argument("--collusion", type=float, default=0.25, help="f_c (default 0.25)")
+    parser.add_argument("--dropout", type=float, default=0.25, help="f_d (default 0.25)")
+    parser.add_argument(
+        "--real-upto", type=int, default=300, help="largest all-to-all N run for real"
+    )
+    parser.add_argument(
+        "--also-collusion", type=float, default=0.1, help="second f_c for the committee rows"
+    )
+    args = parser.parse_args(argv)
+    n, d = (200, 8192) if args.quick else (args.n, args.d)
+    compare = [m for m in ([50, 100] if args.quick else [100, 300]) if m < n] + [n]
+    fractions = [args.collusion] + ([args.also_collusion] if args.also_collusion else [])
+    print(
+        f"CPU seconds, one BLAS thread, shared machine (ratios within one run are the steady "
+        f"figure). N = {n}, d = {d}, r = {REDUCED_DIM}, f_d = {args.dropout}."
+    )
+    settings = []
+    for fc in fractions:
+        settings.append((fc, setting(n, collusion=fc, dropout=args.dropout, committee=True)))
+        settings.append((fc, setting(n, collusion=fc, dropout=args.dropout, committee=False)))
+    settings += [
+        (
+            args.collusion,
+            setting(m, collusion=args.collusion, dropout=args.dropout, committee=False),
+        )
+        for m in compare[:-1]
+    ]
+    agg = [(s, aggregation(s, d, args.sample)) for _, s in settings]
+    report(f"aggregation stage, d = {d} (f_c as in each setting's T)", agg)
+    dist = [
+        (s, distances(s, args.sample, real=s.members < s.n or s.n <= args.real_upto))
+        for _, s in settings
+    ]
+    report(f"distance stage, r = {REDUCED_DIM}, {CLUSTERS} clusters + probes", dist)
+    for fc, s in settings:
+        if s.members < s.n:
+            plan = plan_committee(
+                s.n, collusion_fraction=fc, dropout_fraction=args.dropout, size=s.members
+            )
+            bits = f"2^{np.log2(float(plan.failure)):.1f}" if plan.failure else "exactly 0"
+            print(
+                f"\n{s.label}: {plan.colluders} colluders among {s.n}; P[more than T = "
+                f"{plan.t} in the committee] = {float(plan.failure):.3g} ({bits}); tolerates "
+                f"{plan.dropouts} member dropouts"
+            )
+
+
+if __name__ == "__main__":
+    main()

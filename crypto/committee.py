@@ -1,0 +1,378 @@
+"""Committee sharing (issue 17): who receives shares, how many, and how everybody checks it.
+
+With ``N`` participants and all-to-all sharing every stage moves ``N**2`` sealed shares. With
+a committee of ``c`` members drawn each round, every participant shares to the committee
+only (``N c`` envelopes); committee members compute on all ``N`` participants' shares and
+the coordinator decodes from the committee's results. This module is the pure part:
+
+**Size** (:func:`committee_size`, :func:`plan_committee`). The population holds at most
+``F = max(1, floor(f_c N))`` colluders (the count :meth:`CryptoParams.for_federation
+<crypto.params.CryptoParams.for_federation>` uses), fixed before the draw. A committee of
+``c < N`` runs codes over ``c`` evaluation points that tolerate ``D = floor(f_d c)`` dropouts
+and ``T = floor((c - D - 1) / 2)`` colluders: the largest ``T`` with a distance-stage
+threshold ``2T + 1 <= c - D`` (``K_c = 1``); the aggregation code has ``K_a = c - D - T``
+and threshold ``c - D``. Both thresholds exceed ``c / 2`` (equivocation). The number ``X``
+of colluders in a uniformly drawn committee is hypergeometric::
+
+    P[X > T] = sum_{x = T+1}^{min(c, F)} C(F, x) C(N - F, c - x) / C(N, c),
+
+computed exactly in integers (:func:`tail_probability`). ``committee_size`` is ``N`` (every
+member, today's codes and thresholds) when ``N <= 128``; otherwise the smallest
+``c in [64, N)`` with ``P[X > T] < 2**-40``, or ``N`` if there is none. With the
+defaults ``f_c = f_d = 0.25`` and ``N = 1000`` that is ``c = 379, T = 142``.
+
+**Draw** (:func:`draw_committee`). Public and verifiable: from the federation id, the
+round, the round's roster (sorted member indices, fixed before the beacon) and a beacon
+value published after the roster (e.g. a drand round), ::
+
+    seed  = SHA-256("secfpp-committee|v1" || u32 len(fid) || utf8(fid) || u64 round
+                    || u32 c || u32 n || u64 member_0 || ... || u64 member_{n-1}
+                    || u32 len(beacon) || beacon)              # little-endian, sorted members
+    block_k = SHA-256(seed || u64 k),  k = 0, 1, ...          # words: 4 little-endian u64
+                                                               # per block, in order
+
+then a partial Fisher-Yates shuffle of the sorted roster ``a``: for ``i = 0..c-1`` with
+``m = n - i``, take the next word ``w``, reject it while ``w >= 2**64 - (2**64 mod m)`` (no
+modulo bias), set ``j = i + (w mod m)`` and swap ``a[i], a[j]``. The committee is
+``sorted(a[:c])``; member ``k`` of the sorted committee holds the committee code's
+evaluation point ``alpha_k``. Every ``c``-subset is equally likely (given SHA-256 as a
+random oracle), which is what the tail bound assumes.
+
+**Verify** (:func:`verify_committee`). A participant recomputes the draw and refuses
+(:class:`CommitteeMismatchError`, reason ``committee_mismatch``) a committee that differs.
+
+The coordinator and participant integration (announcing the roster and beacon, sharing
+to the committee, committee results) is still to do; see docs/protocol.md, "Committee
+sharing".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Final
+
+from crypto.errors import ParameterError, RefusalError
+from crypto.params import CodeSpec, CryptoParams, choose_code
+
+__all__ = [
+    "DRAW_DOMAIN",
+    "FULL_COMMITTEE_MAX",
+    "MIN_BEACON_BYTES",
+    "MIN_COMMITTEE",
+    "SECURITY_BITS",
+    "CommitteeMismatchError",
+    "CommitteePlan",
+    "committee_size",
+    "committee_threshold",
+    "draw_committee",
+    "draw_seed",
+    "plan_committee",
+    "population_colluders",
+    "tail_probability",
+    "verify_committee",
+]
+
+SECURITY_BITS: Final = 40
+"""``P[X > T]`` must stay below ``2**-SECURITY_BITS``."""
+FULL_COMMITTEE_MAX: Final = 128
+"""Up to this many participants everybody is a member (all-to-all sharing, as before)."""
+MIN_COMMITTEE: Final = 64
+"""Smallest committee considered: below it a committee tolerates only a handful of dropouts."""
+MIN_BEACON_BYTES: Final = 16
+DRAW_DOMAIN: Final = b"secfpp-committee|v1"
+_WORD: Final = 1 << 64
+
+
+class CommitteeMismatchError(RefusalError):
+    """A committee is not the public draw for its round: the participant refuses it."""
+
+    code = "committee_mismatch"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("committee_mismatch", message)
+
+
+# -- size ----------------------------------------------------------------------------
+def population_colluders(n_participants: int, collusion_fraction: float) -> int:
+    """``F = max(1, floor(f_c N))``: colluders assumed among the ``N`` participants."""
+    if not isinstance(n_participants, int) or n_participants < 2:
+        raise ParameterError("n_participants", f"must be an int >= 2, not {n_participants!r}")
+    if not 0 <= collusion_fraction < 1:
+        raise ParameterError("collusion_fraction", f"must be in [0, 1), not {collusion_fraction!r}")
+    return max(1, math.floor(collusion_fraction * n_participants))
+
+
+def committee_threshold(size: int, dropout_fraction: float) -> tuple[int, int]:
+    """``(T, D)`` of a committee of ``c = size``: ``D = floor(f_d c)``, ``T = floor((c-D-1)/2)``.
+
+    Raises :class:`ParameterError` when ``T < 1`` or a threshold would not exceed ``c / 2``.
+    """
+    if not isinstance(size, int) or size < 3:
+        raise ParameterError("size", f"must be an int >= 3, not {size!r}")
+    if not 0 <= dropout_fraction < 0.5:
+        raise ParameterError("dropout_fraction", f"must be in [0, 0.5), not {dropout_fraction!r}")
+    dropouts = math.floor(dropout_fraction * size)
+    t = (size - dropouts - 1) // 2
+    if t < 1 or 2 * (2 * t + 1) <= size:
+        raise ParameterError(
+            "size",
+            f"= {size} with {dropouts} dropouts leaves T = {t}: need T >= 1 and a distance "
+            f"threshold 2T+1 > c/2",
+        )
+    return t, dropouts
+
+
+def tail_probability(n_participants: int, colluders: int, size: int, t: int) -> Fraction:
+    """``P[X > t]`` exactly, ``X ~ Hypergeometric(N, F, c)`` (module doc).
+
+    Args:
+        n_participants: population ``N``.
+        colluders: ``F`` colluders in the population, ``0 <= F <= N``.
+        size: committee size ``c``, ``1 <= c <= N``.
+        t: colluders the committee tolerates, ``t >= 0``.
+
+    >>> tail_probability(4, 2, 2, 1)  # both colluders drawn: 1 of C(4, 2) = 6 pairs
+    Fraction(1, 6)
+    """
+    n, f, c = n_participants, colluders, size
+    if not isinstance(n, int) or n < 1:
+        raise ParameterError("n_participants", f"must be an int >= 1, not {n!r}")
+    if not isinstance(f, int) or not 0 <= f <= n:
+        raise ParameterError("colluders", f"must be an int in [0, {n}], not {f!r}")
+    if not isinstance(c, int) or not 1 <= c <= n:
+        raise ParameterError("size", f"must be an int in [1, {n}], not {c!r}")
+    if not isinstance(t, int) or t < 0:
+        raise ParameterError("t", f"must be an int >= 0, not {t!r}")
+    low, high = max(t + 1, c - (n - f)), min(c, f)
+    if low > high:
+        return Fraction(0)
+    # term(x) = C(F, x) * C(N-F, c-x), updated exactly from one x to the next.
+    a, b = math.comb(f, low), math.comb(n - f, c - low)
+    total = 0
+    for x in range(low, high + 1):
+        total += a * b
+        if x < high:
+            a = a * (f - x) // (x + 1)
+            b = b * (c - x) // (n - f - c + x + 1)
+    return Fraction(total, math.comb(n, c))
+
+
+def _safe(probability: Fraction, security_bits: int) -> bool:
+    return probability * (1 << security_bits) < 1
+
+
+@lru_cache(maxsize=256)
+def committee_size(
+    n_participants: int,
+    *,
+    collusion_fraction: float = 0.25,
+    dropout_fraction: float = 0.25,
+    security_bits: int = SECURITY_BITS,
+) -> int:
+    """The committee size ``c`` for a federation (module doc, "Size").
+
+    ``N`` when ``N <= FULL_COMMITTEE_MAX`` or when no ``c in [MIN_COMMITTEE, N)`` keeps
+    ``P[X > T(c)] < 2**-security_bits``; otherwise the smallest such ``c`` (scanned upward:
+    ``T(c)`` steps by 0 or 1, so the tail is not monotone in ``c``).
+
+    >>> committee_size(100), committee_size(1000)
+    (100, 379)
+    """
+    f = population_colluders(n_participants, collusion_fraction)
+    if not isinstance(security_bits, int) or not 1 <= security_bits <= 256:
+        raise ParameterError("security_bits", f"must be an int in [1, 256], not {security_bits!r}")
+    n = n_participants
+    if n <= FULL_COMMITTEE_MAX:
+        return n
+    for c in range(MIN_COMMITTEE, n):
+        t, _ = committee_threshold(c, dropout_fraction)
+        if _safe(tail_probability(n, f, c, t), security_bits):
+            return c
+    return n
+
+
+@dataclass(frozen=True)
+class CommitteePlan:
+    """A federation's committee: its size, the codes over its members, and the bound.
+
+    Attributes:
+        n_participants: ``N``, the population that shares to the committee.
+        size: ``c``; ``c == N`` means everybody (today's all-to-all codes).
+        colluders: ``F``, colluders assumed in the population.
+        clustering_code: distance-stage code over the ``c`` members (``K_c = 1``).
+        aggregation_code: aggregation code over the ``c`` members.
+        dropouts: committee members that may miss the aggregation stage.
+        failure: ``P[X > T]`` with ``T`` the smaller of the two codes' ``T`` (exact; 0 for
+            ``c == N``, where ``T_a = F``).
+    """
+
+    n_participants: int
+    size: int
+    colluders: int
+    clustering_code: CodeSpec
+    aggregation_code: CodeSpec
+    dropouts: int
+    failure: Fraction
+
+    @property
+    def full(self) -> bool:
+        """Whether every participant is a member (no committee)."""
+        return self.size == self.n_participants
+
+    @property
+    def t(self) -> int:
+        """Colluders inside the committee that both codes tolerate."""
+        return min(self.clustering_code.t, self.aggregation_code.t)
+
+    @property
+    def envelopes_per_stage(self) -> int:
+        """Sealed shares per sharing stage: ``N * c`` minus self-shares (``N (N-1)`` if full)."""
+        return self.n_participants * self.size - self.size
+
+
+def plan_committee(
+    n_participants: int,
+    *,
+    collusion_fraction: float = 0.25,
+    dropout_fraction: float = 0.25,
+    size: int | None = None,
+    security_bits: int = SECURITY_BITS,
+) -> CommitteePlan:
+    """The :class:`CommitteePlan` for ``size`` (default :func:`committee_size`).
+
+    A full committee (``size == N``) gets the codes of ``CryptoParams.for_federation`` (and
+    its refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c = max(F, ceil(floor(N/2)/2))``. A
+    smaller one gets ``T = T_c = T_a = floor((c-D-1)/2)`` with ``D = floor(f_d c)``, and is
+    refused (:class:`ParameterError` naming ``size``) unless ``P[X > T] < 2**-security_bits``.
+    """
+    n = n_participants
+    f = population_colluders(n, collusion_fraction)
+    if size is None:
+        size = committee_size(
+            n,
+            collusion_fraction=collusion_fraction,
+            dropout_fraction=dropout_fraction,
+            security_bits=security_bits,
+        )
+    if not isinstance(size, int) or not 3 <= size <= n:
+        raise ParameterError("size", f"must be an int in [3, {n}], not {size!r}")
+    if size == n:  # today's codes, with for_federation's checks and errors
+        params = CryptoParams.for_federation(
+            n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
+        )
+        clustering, aggregation = params.clustering_code, params.aggregation_code
+        dropouts = params.aggregation_dropouts
+    else:
+        t, dropouts = committee_threshold(size, dropout_fraction)
+        clustering = CodeSpec(k=1, t=t)
+        aggregation = choose_code(size, dropouts=dropouts, colluders=t, degree=1)
+    failure = tail_probability(n, f, size, min(clustering.t, aggregation.t))
+    if size < n and not _safe(failure, security_bits):
+        best = committee_size(
+            n,
+            collusion_fraction=collusion_fraction,
+            dropout_fraction=dropout_fraction,
+            security_bits=security_bits,
+        )
+        raise ParameterError(
+            "size",
+            f"= {size} lets a random committee hold more than T = {aggregation.t} of the "
+            f"{f} colluders with probability {float(failure):.3g} >= 2**-{security_bits}; "
+            f"the smallest safe size is {best}",
+        )
+    return CommitteePlan(n, size, f, clustering, aggregation, dropouts, failure)
+
+
+# -- draw ----------------------------------------------------------------------------
+def _roster(members: Sequence[int]) -> list[int]:
+    roster = sorted(members)
+    if any(not isinstance(m, int) or not 0 <= m < _WORD for m in roster):
+        raise ParameterError("members", "must be participant indices in [0, 2**64)")
+    if len(set(roster)) != len(roster):
+        raise ParameterError("members", "must not repeat a participant")
+    return roster
+
+
+def draw_seed(
+    federation_id: str, round_number: int, members: Sequence[int], beacon: bytes, size: int
+) -> bytes:
+    """The 32-byte seed of the draw (module doc): binds every input, length-prefixed."""
+    roster = _roster(members)
+    if not isinstance(round_number, int) or not 0 <= round_number < _WORD:
+        raise ParameterError("round_number", f"must be an int in [0, 2**64), not {round_number!r}")
+    if not isinstance(size, int) or not 1 <= size <= len(roster):
+        raise ParameterError("size", f"must be an int in [1, {len(roster)}], not {size!r}")
+    if not isinstance(beacon, bytes) or len(beacon) < MIN_BEACON_BYTES:
+        raise ParameterError("beacon", f"must be at least {MIN_BEACON_BYTES} bytes")
+    fid = federation_id.encode()
+    parts = [
+        DRAW_DOMAIN,
+        struct.pack("<I", len(fid)),
+        fid,
+        struct.pack("<QII", round_number, size, len(roster)),
+        struct.pack(f"<{len(roster)}Q", *roster),
+        struct.pack("<I", len(beacon)),
+        beacon,
+    ]
+    return hashlib.sha256(b"".join(parts)).digest()
+
+
+def _words(seed: bytes) -> Iterator[int]:
+    counter = 0
+    while True:
+        block = hashlib.sha256(seed + struct.pack("<Q", counter)).digest()
+        yield from struct.unpack("<4Q", block)
+        counter += 1
+
+
+def draw_committee(
+    federation_id: str, round_number: int, members: Sequence[int], beacon: bytes, size: int
+) -> tuple[int, ...]:
+    """The round's committee: ``size`` of ``members``, sorted (module doc, "Draw")."""
+    seed = draw_seed(federation_id, round_number, members, beacon, size)
+    roster = _roster(members)
+    words = _words(seed)
+    n = len(roster)
+    for i in range(size):
+        m = n - i
+        limit = _WORD - _WORD % m
+        w = next(words)
+        while w >= limit:
+            w = next(words)
+        j = i + w % m
+        roster[i], roster[j] = roster[j], roster[i]
+    return tuple(sorted(roster[:size]))
+
+
+def verify_committee(
+    committee: Sequence[int],
+    *,
+    federation_id: str,
+    round_number: int,
+    members: Sequence[int],
+    beacon: bytes,
+    size: int,
+) -> tuple[int, ...]:
+    """Recompute the draw; return it, or raise :class:`CommitteeMismatchError`.
+
+    ``members`` is the roster the participant saw announced before ``beacon`` was
+    published, ``size`` the federation's committee size. The committee may come in any
+    order; a repeated or foreign member, a missing one, or another size is refused.
+    """
+    expected = draw_committee(federation_id, round_number, members, beacon, size)
+    claimed = list(committee)
+    if sorted(claimed) != list(expected):
+        extra = sorted(set(claimed) - set(expected))
+        missing = sorted(set(expected) - set(claimed))
+        raise CommitteeMismatchError(
+            f"round {round_number}: committee of {len(claimed)} is not the public draw of "
+            f"{size} from {len(members)} members (not drawn: {extra[:8]}, drawn but absent: "
+            f"{missing[:8]}{', repeats' if len(set(claimed)) != len(claimed) else ''})"
+        )
+    return expected

@@ -1,0 +1,325 @@
+"""Committee sharing (crypto.committee): size from the exact hypergeometric tail, the public
+draw (known answers from an independent generator, uniformity), verification by
+participants, and the committee's codes on real shares."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+from collections import Counter
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from crypto.aggregation import member_sums
+from crypto.committee import (
+    CommitteeMismatchError,
+    committee_size,
+    committee_threshold,
+    draw_committee,
+    draw_seed,
+    plan_committee,
+    tail_probability,
+    verify_committee,
+)
+from crypto.errors import DecodeError, ParameterError, RefusalError
+from crypto.lcc import LagrangeCode
+from crypto.params import CryptoParams
+from crypto.quantize import lift, quantize
+from crypto.rng import DeterministicRandom
+from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
+
+VECTORS = json.loads((Path(__file__).parent / "kat" / "committee_vectors.json").read_text())[
+    "committee_draw"
+]
+BEACON = hashlib.sha256(b"test beacon").digest()
+
+
+# -- tail bound ----------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "f", "c"), [(12, 4, 5), (10, 3, 10), (9, 0, 4), (8, 8, 3)])
+def test_tail_probability_equals_brute_force_enumeration(n: int, f: int, c: int) -> None:
+    colluders = set(range(f))
+    counts = Counter(len(colluders & set(s)) for s in itertools.combinations(range(n), c))
+    total = math.comb(n, c)
+    for t in range(c + 1):
+        brute = Fraction(sum(v for x, v in counts.items() if x > t), total)
+        assert tail_probability(n, f, c, t) == brute, (n, f, c, t)
+
+
+def test_tail_probability_agrees_with_scipy_at_the_default_committee() -> None:
+    exact = tail_probability(1000, 250, 379, 142)
+    assert float(exact) == pytest.approx(stats.hypergeom.sf(142, 1000, 250, 379), rel=1e-6)
+    assert exact < Fraction(1, 2**40) < tail_probability(1000, 250, 378, 141)
+
+
+def test_tail_probability_refuses_bad_arguments() -> None:
+    with pytest.raises(ParameterError, match="'colluders'"):
+        tail_probability(10, 11, 3, 1)
+    with pytest.raises(ParameterError, match="'size'"):
+        tail_probability(10, 2, 11, 1)
+    with pytest.raises(ParameterError, match="'t'"):
+        tail_probability(10, 2, 3, -1)
+
+
+# -- size ----------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 50, 128])
+def test_everybody_is_a_member_up_to_128(n: int) -> None:
+    assert committee_size(n) == n
+    if n >= 3:
+        assert plan_committee(n).full
+
+
+def test_committee_size_is_the_smallest_safe_size_from_64() -> None:
+    n, f = 1000, 250
+    c = committee_size(n)
+    assert c == 379
+    t, d = committee_threshold(c, 0.25)
+    assert (t, d) == (142, 94)
+    assert tail_probability(n, f, c, t) * 2**40 < 1
+    for smaller in range(64, c):
+        assert tail_probability(n, f, smaller, committee_threshold(smaller, 0.25)[0]) * 2**40 >= 1
+
+
+@pytest.mark.parametrize(
+    ("n", "fc", "fd", "expected"),
+    [(1000, 0.1, 0.25, 81), (1000, 0.25, 0.1, 203), (1000, 0.05, 0.25, 64), (500, 0.4, 0.1, 441)],
+)
+def test_committee_size_follows_the_fractions(n: int, fc: float, fd: float, expected: int) -> None:
+    c = committee_size(n, collusion_fraction=fc, dropout_fraction=fd)
+    assert c == expected
+    plan = plan_committee(n, collusion_fraction=fc, dropout_fraction=fd)
+    assert plan.size == c
+    if c < n:
+        assert plan.failure * 2**40 < 1
+        assert plan.failure > 0
+    else:  # no committee below N is safe: everybody, with today's thresholds
+        assert plan.full
+
+
+def test_no_safe_committee_and_no_all_to_all_code_is_refused() -> None:
+    assert committee_size(130, collusion_fraction=0.45) == 130  # no c < N is safe
+    with pytest.raises(ParameterError, match="'collusion_fraction'"):
+        plan_committee(130, collusion_fraction=0.45)  # and for_federation refuses N = 130
+
+
+@pytest.mark.parametrize("c", range(64, 420, 7))
+def test_committee_codes_keep_majority_thresholds(c: int) -> None:
+    t, d = committee_threshold(c, 0.25)
+    assert d == math.floor(0.25 * c)
+    assert 2 * t + 1 <= c - d < 2 * t + 3  # the largest T that fits the distance stage
+    assert 2 * (2 * t + 1) > c
+    assert 2 * (c - d) > c
+
+
+@pytest.mark.parametrize("n", [10, 100, 128])
+def test_full_plan_uses_for_federation_codes(n: int) -> None:
+    params = CryptoParams.for_federation(n)
+    plan = plan_committee(n)
+    assert plan.clustering_code == params.clustering_code
+    assert plan.aggregation_code == params.aggregation_code
+    assert plan.failure == 0
+    assert plan.envelopes_per_stage == n * (n - 1)
+
+
+def test_plan_refuses_an_unsafe_size_naming_the_safe_one() -> None:
+    with pytest.raises(ParameterError, match=r"'size'.*smallest safe size is 379"):
+        plan_committee(1000, size=200)
+    plan = plan_committee(1000, size=500)  # larger than needed is fine
+    assert plan.size == 500
+    assert plan.failure * 2**40 < 1
+    assert plan.envelopes_per_stage == 1000 * 500 - 500
+
+
+def test_for_federation_records_the_committee_size_only_when_asked() -> None:
+    plain = CryptoParams.for_federation(1000)
+    withc = CryptoParams.for_federation(1000, committee=True)
+    assert plain.committee_size is None
+    assert withc.committee_size == 379
+    assert (withc.clustering_code, withc.aggregation_code) == (
+        plain.clustering_code,
+        plain.aggregation_code,
+    )
+    with pytest.raises(ParameterError, match="'committee_size'"):
+        CryptoParams.for_federation(10, committee_size=11)
+
+
+# -- draw ----------------------------------------------------------------------------
+@pytest.mark.parametrize("case", VECTORS, ids=lambda v: f"{v['federation_id']}-{v['round']}")
+def test_draw_matches_known_answer_vectors(case: dict) -> None:
+    beacon = bytes.fromhex(case["beacon"])
+    args = (case["federation_id"], case["round"], case["members"], beacon, case["size"])
+    assert draw_seed(*args).hex() == case["seed"]
+    assert list(draw_committee(*args)) == case["committee"]
+
+
+def test_draw_binds_every_input_and_ignores_roster_order() -> None:
+    members = list(range(0, 400, 2))
+    base = draw_committee("fed", 3, members, BEACON, 64)
+    shuffled = members[:]
+    random.Random(1).shuffle(shuffled)
+    assert draw_committee("fed", 3, shuffled, BEACON, 64) == base
+    variants = [
+        draw_committee("fed2", 3, members, BEACON, 64),
+        draw_committee("fed", 4, members, BEACON, 64),
+        draw_committee("fed", 3, members, hashlib.sha256(b"other").digest(), 64),
+        draw_committee("fed", 3, [*members, 1001], BEACON, 64),
+        draw_committee("fed", 3, members, BEACON, 65),
+    ]
+    assert all(v != base for v in variants)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    members=st.sets(st.integers(0, 2**64 - 1), min_size=1, max_size=60),
+    data=st.data(),
+    beacon=st.binary(min_size=16, max_size=40),
+)
+def test_draw_is_a_sorted_subset_of_the_requested_size(
+    members: set[int], data: st.DataObject, beacon: bytes
+) -> None:
+    size = data.draw(st.integers(1, len(members)))
+    committee = draw_committee("fed", 1, list(members), beacon, size)
+    assert len(committee) == size == len(set(committee))
+    assert list(committee) == sorted(committee)
+    assert set(committee) <= members
+
+
+def test_draw_is_uniform_over_subsets() -> None:
+    """Every 3-subset of 8 members equally likely: chi-square over the 56 subsets."""
+    members = [10, 11, 12, 13, 14, 15, 16, 17]
+    draws = 5600
+    counts = Counter(
+        draw_committee("fed", r, members, hashlib.sha256(b"u%d" % r).digest(), 3)
+        for r in range(draws)
+    )
+    assert len(counts) == math.comb(8, 3)
+    observed = [counts[s] for s in itertools.combinations(members, 3)]
+    assert stats.chisquare(observed).pvalue > 1e-3
+
+
+def test_draw_includes_every_member_equally_often() -> None:
+    """Inclusion counts of 50 members in committees of 10 (expected 0.2 per draw)."""
+    members = list(range(50))
+    draws = 2000
+    counts = Counter(
+        m
+        for r in range(draws)
+        for m in draw_committee("fed", 9, members, hashlib.sha256(b"i%d" % r).digest(), 10)
+    )
+    observed = [counts[m] for m in members]
+    assert sum(observed) == 10 * draws
+    assert stats.chisquare(observed).pvalue > 1e-3
+
+
+def test_draw_refuses_bad_inputs() -> None:
+    with pytest.raises(ParameterError, match="'beacon'"):
+        draw_committee("fed", 1, [1, 2, 3], b"short", 2)
+    with pytest.raises(ParameterError, match="'members'"):
+        draw_committee("fed", 1, [1, 2, 2], BEACON, 2)
+    with pytest.raises(ParameterError, match="'size'"):
+        draw_committee("fed", 1, [1, 2, 3], BEACON, 4)
+    with pytest.raises(ParameterError, match="'round_number'"):
+        draw_committee("fed", -1, [1, 2, 3], BEACON, 2)
+
+
+# -- verify --------------------------------------------------------------------------
+def _context() -> dict:
+    return {
+        "federation_id": "fed",
+        "round_number": 12,
+        "members": list(range(1000)),
+        "beacon": BEACON,
+        "size": 379,
+    }
+
+
+def test_verify_accepts_the_public_draw_in_any_order() -> None:
+    ctx = _context()
+    drawn = draw_committee(ctx["federation_id"], 12, ctx["members"], BEACON, 379)
+    assert verify_committee(list(reversed(drawn)), **ctx) == drawn
+
+
+def _tampered() -> list[tuple[str, list[int], dict]]:
+    ctx = _context()
+    drawn = list(draw_committee("fed", 12, ctx["members"], BEACON, 379))
+    outsider = next(m for m in ctx["members"] if m not in drawn)
+    swapped = [*drawn[1:], outsider]
+    return [
+        ("one member swapped for an outsider", swapped, ctx),
+        ("one member dropped", drawn[:-1], ctx),
+        ("a member repeated", [*drawn[:-1], drawn[0]], ctx),
+        ("an extra member", [*drawn, outsider], ctx),
+        ("drawn with another beacon", drawn, {**ctx, "beacon": hashlib.sha256(b"x").digest()}),
+        ("drawn for another round", drawn, {**ctx, "round_number": 13}),
+        ("drawn from another roster", drawn, {**ctx, "members": list(range(1, 1001))}),
+    ]
+
+
+@pytest.mark.parametrize(("label", "committee", "ctx"), _tampered(), ids=lambda v: str(v)[:30])
+def test_verify_refuses_a_committee_that_is_not_the_draw(
+    label: str, committee: list[int], ctx: dict
+) -> None:
+    with pytest.raises(CommitteeMismatchError, match="not the public draw") as info:
+        verify_committee(committee, **ctx)
+    assert isinstance(info.value, RefusalError)
+    assert info.value.reason == "committee_mismatch"
+    assert info.value.code == "committee_mismatch"
+
+
+# -- the committee's codes on real shares --------------------------------------------
+def test_committee_aggregation_decodes_the_exact_sum_despite_dropouts() -> None:
+    """N = 200 share to the c = 134 committee; D of them drop; the sum of all N is exact."""
+    n, length = 200, 300
+    plan = plan_committee(n)
+    assert (plan.size, plan.t, plan.dropouts) == (134, 50, 33)
+    spec = CryptoParams.for_federation(n).aggregation_field  # bits safe for N summands
+    code = LagrangeCode(spec.field, plan.aggregation_code.k, plan.t, plan.size)
+    rng = DeterministicRandom(b"committee-agg")
+    q = np.random.default_rng(0).integers(-spec.quantum_bound(), spec.quantum_bound(), (n, length))
+    shares = [code.share(spec.field.asarray(q[i]), rng) for i in range(n)]
+    alive = range(plan.dropouts, plan.size)  # the first D committee members dropped
+    results = {
+        j: member_sums(spec.field, {i: shares[i][j] for i in range(n)}, [tuple(range(n))])[0]
+        for j in alive
+    }
+    decoded = code.decode(results, degree=1)
+    total = lift(decoded.values.reshape(-1)[:length], spec.field)
+    assert np.array_equal(total, q.sum(axis=0))
+    with pytest.raises(DecodeError, match="need"):
+        code.decode(dict(list(results.items())[1:]), degree=1)  # one more dropout: too few
+
+
+def test_committee_distance_stage_matches_plaintext() -> None:
+    """Coded squared distances over N = 200 participants computed by the committee only."""
+    n, r = 200, 8
+    plan = plan_committee(n)
+    spec = CryptoParams.for_federation(n, reduced_dim=r).clustering_field
+    code = LagrangeCode(spec.field, 1, plan.clustering_code.t, plan.size)
+    rng = DeterministicRandom(b"committee-dist")
+    vectors = np.random.default_rng(1).normal(0, 0.5, (n, r))
+    shares = [
+        code.share(quantize(v, spec.field, bits=spec.bits, clip=spec.clip), rng) for v in vectors
+    ]
+    refs = ReferenceSets(
+        participants=tuple(range(n)),
+        clusters=((0, tuple(range(0, 100))), (1, tuple(range(100, 200)))),
+        probes=((0, tuple(range(0, 50))),),
+    )
+    alive = range(plan.dropouts, plan.size)
+    results = {
+        j: coded_distances(spec.field, {i: shares[i][j] for i in range(n)}, refs) for j in alive
+    }
+    coded, _ = decode_distances(code, results, refs, spec)
+    clipped = np.clip(vectors, -spec.clip, spec.clip)
+    quantized = np.round(clipped * spec.scale) / spec.scale
+    plain = plaintext_distances(quantized, refs)
+    np.testing.assert_allclose(coded.point, plain.point, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(coded.centre, plain.centre, rtol=1e-9, atol=1e-9)
