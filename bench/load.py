@@ -14,11 +14,20 @@ maximum per endpoint and overall, the number of 5xx answers, and the rounds per 
 checks the issue-13 targets: no request over 5 s, p95 under 1 s, no 5xx. Bounded: every
 round has ``--round-timeout`` seconds; nothing leaves loopback.
 
+Cost figures, which a busy machine distorts far less than latencies: the coordinator's
+CPU seconds during the rounds (all its processes), per request and per round, the load
+generator's (this process and its pool workers), and on PostgreSQL the database
+transactions per request and the connections opened (``pg_stat_database``). The load
+generator is kept light (:mod:`bench.loadhttp`, one keep-alive connection per member,
+bodies encoded before the round, inbox opening and coded results in ``--client-workers``
+processes) so that it is not what limits the run.
+
 Usage::
 
     python -m bench.load                       # 64 participants, 3 rounds, d = 100,000
     python -m bench.load --participants 16 --dim 10000 --sqlite
     python -m bench.load --json load.json      # also write the figures as JSON
+    python -m bench.load --workers 2           # two coordinator processes (uvicorn --workers)
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import random
 import secrets
@@ -38,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +57,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import httpx
-import numpy as np
 
+from bench.loadhttp import Connection
 from bench.loadsim import LoadMember, Sample, sharing_task
+from bench.loadstats import cpu_seconds, database_activity, decode_seconds, generator_cpu, summarize
 
 __all__ = ["main", "summarize"]
 
 REPO = Path(__file__).resolve().parents[1]
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432"
 SERVE = (sys.executable, "-m", "coordinator.cli", "serve", "--insecure", "--migrate")
-UVICORN = (sys.executable, "-m", "uvicorn", "--factory", "coordinator.app:create_app")
-UVICORN += ("--host", "127.0.0.1", "--log-level", "warning")
+UVICORN: tuple[str, ...] = (sys.executable, "-m", "uvicorn", "--factory")
+UVICORN += ("coordinator.app:create_app", "--host", "127.0.0.1", "--log-level", "warning")
 TARGET_MAX_S = 5.0
 TARGET_P95_S = 1.0
 
@@ -89,12 +101,12 @@ def _database(args: argparse.Namespace, work: Path) -> Iterator[str]:
     if base.password:
         admin["password"] = base.password
     with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
-        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        conn.execute(f'CREATE DATABASE "{name}"')
     try:
         yield base.set(database=name).render_as_string(hide_password=False)
     finally:
         with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextlib.contextmanager
@@ -112,6 +124,7 @@ def _coordinator(url: str, work: Path, args: argparse.Namespace) -> Iterator[tup
         "SECFPP_DB_POOL_SIZE": str(args.pool_size),
         "SECFPP_DB_MAX_OVERFLOW": str(args.max_overflow),
         "SECFPP_DRIVE_WAIT_S": str(args.drive_wait),
+        "SECFPP_WORKER_THREADS": str(args.threads),
     }
     log = work / "coordinator.log"
     with log.open("ab") as out:
@@ -173,43 +186,25 @@ def _federation(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _cpu_seconds(group: int) -> float:
-    """User + system CPU seconds so far of the live processes of process group ``group``
-    (the coordinator and its workers; Linux ``/proc``)."""
-    ticks = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # exited meanwhile
-            continue
-        if int(fields[2]) == group:
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+def _warm() -> int:
+    """Run once in each pool worker before the rounds (imports the protocol code)."""
+    import bench.loadsim  # noqa: F401
+
+    return os.getpid()
 
 
-def _decode_seconds(metrics: str) -> dict[str, float]:
-    """``secfpp_decode_seconds`` sums by stage, from the Prometheus text."""
-    out: dict[str, float] = {}
-    for line in metrics.splitlines():
-        if line.startswith("secfpp_decode_seconds_sum"):
-            stage = line.split('stage="', 1)[1].split('"', 1)[0]
-            out[stage] = float(line.rsplit(" ", 1)[1])
-    return out
-
-
-async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) -> dict[str, Any]:
+async def _run(
+    args: argparse.Namespace, base: str, admin_token: str, pid: int, url: str, pool: Executor
+) -> dict[str, Any]:
     from coordinator.config import FederationConfig
     from coordinator.rounds.views import envelope_specs
 
     samples: list[Sample] = []
-    limits = httpx.Limits(max_connections=args.participants + 8)
     admin_headers = {"Authorization": f"Bearer {admin_token}"}
-    async with (
-        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http,
-        httpx.AsyncClient(base_url=base, timeout=60, headers=admin_headers) as admin,
-    ):
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    await asyncio.gather(*(loop.run_in_executor(pool, _warm) for _ in range(args.client_workers)))
+    async with httpx.AsyncClient(base_url=base, timeout=60, headers=admin_headers) as admin:
         r = await admin.post("/v1/federations", json=_federation(args))
         r.raise_for_status()
         federation = r.json()
@@ -219,13 +214,17 @@ async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) 
             f"/v1/federations/{fid}/enrollment-tokens", json={"count": args.participants}
         )
         r.raise_for_status()
-        members = [LoadMember(http, f"org-{i}", samples) for i in range(args.participants)]
+        members = [
+            LoadMember(Connection(host, int(port)), f"org-{i}", samples, pool=pool)
+            for i in range(args.participants)
+        ]
         await asyncio.gather(
             *(m.enroll(t) for m, t in zip(members, r.json()["tokens"], strict=True))
         )
         samples.clear()  # enrollment is not part of the measured load
         rounds: list[dict[str, Any]] = []
         cpu = {"coordinator": 0.0, "load generator": 0.0}
+        transactions = [0, 0]
         for number in range(1, args.rounds + 1):
             clustering = config.clustered and number > config.rounds.warmup_rounds
             envelopes = [s.model_dump(mode="json") for s in envelope_specs(config, clustering)]
@@ -237,7 +236,8 @@ async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) 
             r = await admin.post(f"/v1/federations/{fid}/rounds")
             r.raise_for_status()
             start = time.perf_counter()
-            cpu_start = (_cpu_seconds(pid), time.process_time())
+            cpu_start = (cpu_seconds(group=pid), generator_cpu())
+            xact_start = await asyncio.to_thread(database_activity, url)
             stages = await asyncio.wait_for(
                 asyncio.gather(
                     *(
@@ -248,8 +248,13 @@ async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) 
                 args.round_timeout,
             )
             seconds = time.perf_counter() - start
-            cpu["coordinator"] += _cpu_seconds(pid) - cpu_start[0]
-            cpu["load generator"] += time.process_time() - cpu_start[1]
+            cpu["coordinator"] += cpu_seconds(group=pid) - cpu_start[0]
+            cpu["load generator"] += generator_cpu() - cpu_start[1]
+            await asyncio.sleep(0.6)  # PostgreSQL publishes its statistics every 0.5 s
+            xact_end = await asyncio.to_thread(database_activity, url)
+            if xact_start is not None and xact_end is not None:
+                transactions[0] += xact_end[0] - xact_start[0]
+                transactions[1] += xact_end[1] - xact_start[1]
             status = (await admin.get(f"/v1/federations/{fid}/rounds/{number}")).json()
             rounds.append(
                 {
@@ -260,6 +265,11 @@ async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) 
                     "prepare_seconds": prepared_s,
                     "clusters": len(status.get("next_clusters") or status.get("clusters") or []),
                     "members_saw": sorted(set(stages)),
+                    "transitions": [
+                        f"{e['from_stage']}->{e['to_stage']}"
+                        for e in status.get("events", [])
+                        if e["kind"] == "transition"
+                    ],
                 }
             )
             print(
@@ -269,39 +279,16 @@ async def _run(args: argparse.Namespace, base: str, admin_token: str, pid: int) 
             )
             if status["stage"] != "published":
                 break
-        decode = _decode_seconds((await admin.get("/metrics")).text)
-    return {"rounds": rounds, "cpu_seconds": cpu, "decode_seconds": decode, **summarize(samples)}
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"count": 0}
-    array = np.asarray(values)
+        decode = decode_seconds((await admin.get("/metrics")).text)
+        await asyncio.gather(*(m.http.close() for m in members))
     return {
-        "count": int(array.size),
-        "p50": float(np.percentile(array, 50)),
-        "p95": float(np.percentile(array, 95)),
-        "p99": float(np.percentile(array, 99)),
-        "max": float(array.max()),
-    }
-
-
-def summarize(samples: list[Sample]) -> dict[str, Any]:
-    """Latency percentiles per endpoint and overall (answered requests), and the counts of
-    5xx answers and of transport errors (status 0, sent again)."""
-    answered = [s for s in samples if s.status]
-    endpoints = sorted({s.endpoint for s in answered})
-    return {
-        "overall": _percentiles([s.seconds for s in answered]),
-        "endpoints": {
-            e: _percentiles([s.seconds for s in answered if s.endpoint == e]) for e in endpoints
-        },
-        "server_errors": sum(1 for s in samples if s.status >= 500),
-        "transport_errors": sum(1 for s in samples if s.status == 0),
-        "statuses": {
-            str(code): sum(1 for s in samples if s.status == code)
-            for code in sorted({s.status for s in samples})
-        },
+        "rounds": rounds,
+        "cpu_seconds": cpu,
+        "database": None
+        if url.startswith("sqlite")
+        else {"transactions": transactions[0], "connections_opened": transactions[1]},
+        "decode_seconds": decode,
+        **summarize(samples),
     }
 
 
@@ -325,12 +312,24 @@ def _report(result: dict[str, Any], args: argparse.Namespace, backend: str) -> b
                 f"{1000 * p['p99']:>9.0f}{1000 * p['max']:>9.0f}"
             )
     cpu = result["cpu_seconds"]
+    requests = max(1, result["overall"]["count"] + result["transport_errors"])
+    result["coordinator_cpu_ms_per_request"] = 1000 * cpu["coordinator"] / requests
+    result["coordinator_cpu_s_per_round"] = cpu["coordinator"] / max(1, len(rounds))
     print(
-        f"CPU seconds during the rounds: coordinator {cpu['coordinator']:.1f}, load generator "
-        f"{cpu['load generator']:.1f} (wall {total_s:.1f}, {os.cpu_count()} cores); "
-        "decoding in the coordinator: "
+        f"CPU seconds during the rounds: coordinator {cpu['coordinator']:.1f} "
+        f"({result['coordinator_cpu_ms_per_request']:.2f} ms per request, "
+        f"{result['coordinator_cpu_s_per_round']:.1f} s per round), load generator "
+        f"{cpu['load generator']:.1f} (wall {total_s:.1f}, {os.cpu_count()} cores, load "
+        f"average {os.getloadavg()[0]:.1f}); decoding in the coordinator: "
         + ", ".join(f"{k} {v:.2f} s" for k, v in sorted(result["decode_seconds"].items()))
     )
+    if result["database"] is not None:
+        db = result["database"]
+        print(
+            f"database: {db['transactions']} transactions "
+            f"({db['transactions'] / requests:.2f} per request), "
+            f"{db['connections_opened']} connections opened"
+        )
     print(
         f"5xx answers: {result['server_errors']}; transport errors (sent again): "
         f"{result['transport_errors']}; statuses: {result['statuses']}"
@@ -366,20 +365,33 @@ def main(argv: list[str] | None = None) -> int:
         "--drive-wait", type=float, default=0.5, help="SECFPP_DRIVE_WAIT_S (seconds)"
     )
     parser.add_argument(
+        "--threads", type=int, default=40, help="SECFPP_WORKER_THREADS (per process)"
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=1,
         help="coordinator processes (1: secfpp-coordinator; more: uvicorn --workers)",
     )
+    parser.add_argument(
+        "--client-workers",
+        type=int,
+        default=2,
+        help="processes of the load generator that open inboxes and compute coded results",
+    )
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     args = parser.parse_args(argv)
     if not 3 <= args.participants <= 256 or not 1 <= args.rounds <= 10:
         parser.error("--participants must be in [3, 256] and --rounds in [1, 10]")
+    if not 1 <= args.client_workers <= 64:
+        parser.error("--client-workers must be in [1, 64]")
     backend = "SQLite" if args.sqlite else "PostgreSQL"
     work = Path(tempfile.mkdtemp(prefix="secfpp-load-"))
     try:
         with _database(args, work) as url, _coordinator(url, work, args) as (base, token, pid):
-            result = asyncio.run(_run(args, base, token, pid))
+            context = multiprocessing.get_context("spawn")  # no fork of a threaded process
+            with ProcessPoolExecutor(args.client_workers, mp_context=context) as pool:
+                result = asyncio.run(_run(args, base, token, pid, url, pool))
     except BaseException:
         print(f"coordinator log kept in {work}", file=sys.stderr)
         raise

@@ -5,29 +5,39 @@
   reduced prompt ``x_i`` is ``+-0.5`` plus a little noise of a public seed, its update
   ``g_i`` a fixed small vector. Same index and round, same numbers: two runs of a
   federation publish identical prompts when the same participants contribute.
-* :class:`LoadMember` speaks the participant API over an ``httpx.AsyncClient`` with the
-  production protocol code (:mod:`participant.protocol`): it seals real shares, opens its
-  real inbox and uploads real coded results with their request digests, so the
-  coordinator decodes and publishes exactly as in a deployment. Its share upload for a
-  round is prepared before the round starts (:meth:`LoadMember.prepare`), so that a load
-  run measures the coordinator rather than the clients' sealing.
+* :class:`LoadMember` speaks the participant API over its own keep-alive connection
+  (:class:`bench.loadhttp.Connection`) with the production protocol code
+  (:mod:`participant.protocol`): it seals real shares, opens its real inbox and uploads
+  real coded results with their request digests, so the coordinator decodes and
+  publishes exactly as in a deployment. Its share upload for a round is prepared (sealed
+  and JSON-encoded) before the round starts (:meth:`LoadMember.prepare`), and opening
+  the inbox and computing the coded result (:func:`compute_result`) run in a process
+  pool when one is given, so that a load run measures the coordinator rather than the
+  clients: the process that times the requests does little besides sending them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import numpy as np
 from numpy.typing import NDArray
 
+from bench.loadhttp import Connection, Reply
 from crypto.rng import DeterministicRandom, RandomSource
-from crypto.transport import generate_keypair, public_key_bytes
+from crypto.transport import (
+    generate_keypair,
+    load_private_key,
+    private_key_bytes,
+    public_key_bytes,
+)
 from participant.engine import TrainOutput
 from participant.protocol import (
     aggregation_payload,
@@ -38,7 +48,9 @@ from participant.protocol import (
     share_body,
 )
 
-__all__ = ["FixedTrainer", "LoadMember", "Sample", "group_of"]
+__all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of"]
+
+JSON = {"Content-Type": "application/json"}
 
 
 def group_of(index: int) -> int:
@@ -92,9 +104,11 @@ class Sample:
 class LoadMember:
     """One simulated participant of a load run (module docstring)."""
 
-    http: httpx.AsyncClient
+    http: Connection
     name: str
     samples: list[Sample]
+    pool: Executor | None = None
+    """Where :func:`compute_result` runs (None: a thread of this process)."""
     token: str = ""
     index: int = -1
     participant_id: str = ""
@@ -111,19 +125,29 @@ class LoadMember:
     def public_key(self) -> bytes:
         return public_key_bytes(self.keys.public)
 
-    async def call(self, endpoint: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def call(
+        self,
+        endpoint: str,
+        method: str,
+        path: str,
+        *,
+        content: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
         """One timed request (the bearer token added).
 
         A transport error (typically a keep-alive connection the server closed just as
         it was reused) is recorded with status 0 and the request sent again, as the
         daemon's client does; every participant request is idempotent.
         """
-        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         while True:
             start = time.perf_counter()
             try:
-                response = await self.http.request(method, path, headers=headers, **kwargs)
-            except httpx.TransportError:
+                response = await self.http.request(
+                    method, path, headers=all_headers, content=content
+                )
+            except ConnectionError:
                 self.samples.append(Sample(endpoint, 0, time.perf_counter() - start))
                 await asyncio.sleep(0.1)
                 continue
@@ -132,20 +156,22 @@ class LoadMember:
             return response
 
     async def enroll(self, enrollment_token: str) -> None:
-        r = await self.http.post(
-            "/v1/enroll",
-            json={
-                "enrollment_token": enrollment_token,
-                "display_name": self.name,
-                "public_key": base64.b64encode(self.public_key).decode(),
-            },
+        document = {
+            "enrollment_token": enrollment_token,
+            "display_name": self.name,
+            "public_key": base64.b64encode(self.public_key).decode(),
+        }
+        r = await self.http.request(
+            "POST", "/v1/enroll", headers=JSON, content=json.dumps(document).encode()
         )
-        r.raise_for_status()
+        if r.status_code != 201:
+            raise RuntimeError(f"{self.name}: enrollment answered {r.status_code}: {r.content!r}")
         body = r.json()
         self.token, self.index = body["api_token"], int(body["index"])
         self.participant_id, self.federation_id = body["participant_id"], body["federation_id"]
         me = await self.call("me", "GET", "/v1/participants/me")
-        me.raise_for_status()
+        if me.status_code != 200:
+            raise RuntimeError(f"{self.name}: /me answered {me.status_code}")
         self.config = me.json()["config"]
 
     def prepare(self, number: int, sharing_task: dict[str, Any]) -> None:
@@ -157,18 +183,19 @@ class LoadMember:
         size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
         trainer = FixedTrainer(self.index, reduced_dim=params.reduced_dim, prompt_size=size)
         out = trainer.train(number, None)
+        body = share_body(
+            {**sharing_task, "round": number},
+            params=params,
+            federation_id=self.federation_id,
+            index=self.index,
+            private_key=self.keys.private,
+            reduced=out.reduced,
+            update=out.update,
+            rng=self.rng,
+        )
         self.prepared[number] = {
             "expect": sharing_task["sharing"],
-            "body": share_body(
-                {**sharing_task, "round": number},
-                params=params,
-                federation_id=self.federation_id,
-                index=self.index,
-                private_key=self.keys.private,
-                reduced=out.reduced,
-                update=out.update,
-                rng=self.rng,
-            ),
+            "body": json.dumps(body, separators=(",", ":")).encode(),
         }
 
     async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
@@ -200,7 +227,7 @@ class LoadMember:
         if prepared is None or prepared["expect"] != task["sharing"]:
             raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
         path = f"/v1/participants/me/rounds/{number}/shares"
-        r = await self.call("shares", "POST", path, json=prepared["body"])
+        r = await self.call("shares", "POST", path, content=prepared["body"], headers=JSON)
         if r.status_code == 200:
             self.done.add((number, "share"))
 
@@ -209,7 +236,20 @@ class LoadMember:
         r = await self.call("inbox", "GET", path)
         if r.status_code != 200:
             return
-        payload, digest = await asyncio.to_thread(self._compute, task, r.json(), stage)
+        args = (
+            self.config,
+            self.federation_id,
+            self.index,
+            private_key_bytes(self.keys.private),
+            task,
+            r.content,
+            stage,
+        )
+        if self.pool is None:
+            payload, digest = await asyncio.to_thread(compute_result, *args)
+        else:
+            loop = asyncio.get_running_loop()
+            payload, digest = await loop.run_in_executor(self.pool, compute_result, *args)
         r = await self.call(
             f"results/{stage}",
             "POST",
@@ -220,37 +260,49 @@ class LoadMember:
         if r.status_code == 200:
             self.done.add((number, stage))
 
-    def _compute(
-        self, task: dict[str, Any], inbox: dict[str, Any], stage: str
-    ) -> tuple[bytes, str]:
-        params = crypto_params(self.config)
-        if stage == "distances":
-            kind, spec = "prompt", params.clustering_field
-            length = params.clustering_lcc().chunk_length(params.reduced_dim)
-        else:
-            kind, spec = "update", params.aggregation_field
-            size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
-            length = params.aggregation_lcc().chunk_length(size)
-        opened = open_inbox(
-            inbox,
-            kind=kind,
-            context_stage=f"sharing-{kind}",
-            prime=spec.prime,
-            share_length=length,
-            federation_id=self.federation_id,
-            index=self.index,
-            private_key=self.keys.private,
-            peers=peer_keys(task),
-        )
-        build = distance_payload if stage == "distances" else aggregation_payload
-        return build(task, opened, params)
-
     async def _outcome(self, number: int) -> None:
         r = await self.call("outcome", "GET", f"/v1/participants/me/rounds/{number}/outcome")
         if r.status_code == 200:
             path = f"/v1/participants/me/rounds/{number}/metrics"
-            await self.call("metrics", "POST", path, json={"accuracy": 0.5})
+            await self.call("metrics", "POST", path, content=b'{"accuracy":0.5}', headers=JSON)
             self.done.add((number, "outcome"))
+
+
+def compute_result(
+    config: Mapping[str, Any],
+    federation_id: str,
+    index: int,
+    private_key: bytes,
+    task: Mapping[str, Any],
+    inbox: bytes,
+    stage: str,
+) -> tuple[bytes, str]:
+    """Open the inbox (JSON bytes) and compute the packed coded result of ``stage``
+    (``distances`` or ``aggregation``) and its request digest, as the daemon does.
+
+    Plain arguments (the raw X25519 private key), so that it can run in another process.
+    """
+    params = crypto_params(config)
+    if stage == "distances":
+        kind, spec = "prompt", params.clustering_field
+        length = params.clustering_lcc().chunk_length(params.reduced_dim)
+    else:
+        kind, spec = "update", params.aggregation_field
+        size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+        length = params.aggregation_lcc().chunk_length(size)
+    opened = open_inbox(
+        json.loads(inbox),
+        kind=kind,
+        context_stage=f"sharing-{kind}",
+        prime=spec.prime,
+        share_length=length,
+        federation_id=federation_id,
+        index=index,
+        private_key=load_private_key(private_key),
+        peers=peer_keys(task),
+    )
+    build = distance_payload if stage == "distances" else aggregation_payload
+    return build(task, opened, params)
 
 
 def sharing_task(members: Sequence[LoadMember], envelopes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -74,9 +74,10 @@ class Settings(BaseSettings):
     sql_echo: bool = False
 
     # -- database limits and outages (issue 13) ------------------------------------------
-    # Every request holds at most one pooled connection (the round driver runs on the
-    # request's own session), and the server runs at most 40 request threads (AnyIO's
-    # default), so pool_size + max_overflow = 40 never makes a request wait for another.
+    # Every request holds at most one pooled connection, and only inside a worker thread
+    # (the round driver runs on the request's own session; dependencies release theirs
+    # before the route waits for a thread), and the server runs at most worker_threads
+    # (default 40) of them, so pool_size + max_overflow = 40 never makes a request wait.
     db_pool_size: int = Field(
         default=10, ge=1, le=1000, description="Connections kept open in the pool."
     )
@@ -121,6 +122,14 @@ class Settings(BaseSettings):
         description="After a coordinator restart or a database reconnect, an open stage whose "
         "deadline passed while it was down stays open this many more seconds before "
         "missing uploads count as dropouts.",
+    )
+    worker_threads: int = Field(
+        default=40,
+        ge=1,
+        le=1000,
+        description="Worker threads that run request handlers and database work (AnyIO's "
+        "default limiter; 40 is AnyIO's default). Keep db_pool_size + db_max_overflow at "
+        "least this large so that no request waits for a connection.",
     )
     drive_wait_s: float = Field(
         default=0.5,

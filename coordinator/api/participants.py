@@ -10,21 +10,27 @@ complete a stage).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request, status
+from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import ValidationError
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from coordinator.api.body import raise_body_problem
+from coordinator.api.body import GuardedRoute, raise_body_problem
 from coordinator.api.deps import (
     CurrentParticipant,
     DriverDep,
     MetricsDep,
     Now,
+    ParticipantCredentials,
     SessionDep,
     SettingsDep,
+    current_participant,
     limit_enrollment,
+    release,
 )
 from coordinator.api.models import (
     EnrollRequest,
@@ -47,10 +53,11 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.federations import enroll as enroll_participant
-from coordinator.federations import federation_config, get_federation
 from coordinator.rounds import refusals, uploads, views
+from coordinator.rounds.driver import RoundDriver
 from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.participant_metrics import record_metrics
+from coordinator.settings import Settings
 
 __all__ = ["enroll_router", "router"]
 
@@ -75,8 +82,13 @@ UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
     },
 }
 
-enroll_router = APIRouter(prefix="/v1", tags=["participants"])
-router = APIRouter(prefix="/v1/participants", tags=["participants"], responses=UPLOAD_ERRORS)
+enroll_router = APIRouter(prefix="/v1", tags=["participants"], route_class=GuardedRoute)
+router = APIRouter(
+    prefix="/v1/participants",
+    tags=["participants"],
+    responses=UPLOAD_ERRORS,
+    route_class=GuardedRoute,
+)
 
 
 @enroll_router.post(
@@ -116,31 +128,63 @@ def enroll(session: SessionDep, now: Now, request: EnrollRequest) -> EnrollRespo
     )
 
 
-def _config(session: SessionDep, participant: Participant) -> FederationConfig:
-    return federation_config(get_federation(session, participant.federation_id))
+def _config(session: SessionDep, driver: DriverDep, participant: Participant) -> FederationConfig:
+    """The participant's federation config (parsed once per process, by the driver)."""
+    return driver.federation_config(session, participant.federation_id)
 
 
 def _drive(
     session: SessionDep, driver: DriverDep, settings: SettingsDep, participant: Participant
 ) -> None:
     """Make the transitions due on the participant's round, on the request's own session
-    (the driver ends its transaction first: a request never holds two connections)."""
+    (the driver ends its transaction first: a request never holds two connections).
+
+    A round whose last pass decided to wait at its current version, before its
+    deadline, needs no pass (:meth:`~coordinator.rounds.driver.RoundDriver.settled`).
+    """
+    federation_id = participant.federation_id
     current = session.execute(
-        select(Round.id, Round.stage)
-        .where(Round.federation_id == participant.federation_id)
+        select(Round.id, Round.stage, Round.version)
+        .where(Round.federation_id == federation_id)
         .order_by(Round.number.desc())
         .limit(1)
     ).first()
-    if current is not None and Stage(current.stage) not in TERMINAL:
+    if (
+        current is not None
+        and Stage(current.stage) not in TERMINAL
+        and not driver.settled(current.id, current.version)
+    ):
         driver.drive(current.id, session=session, wait_s=settings.drive_wait_s)
         session.expire_all()
 
 
-def synced_participant(
-    session: SessionDep, driver: DriverDep, settings: SettingsDep, participant: CurrentParticipant
+def _synced(
+    request: Request,
+    session: Session,
+    driver: RoundDriver,
+    settings: Settings,
+    now: datetime,
+    credentials: HTTPAuthorizationCredentials | None,
 ) -> Participant:
-    """The caller, after every transition due on its federation's round was made."""
+    participant = current_participant(request, session, now, credentials)
     _drive(session, driver, settings, participant)
+    return participant
+
+
+def synced_participant(
+    request: Request,
+    session: SessionDep,
+    driver: DriverDep,
+    settings: SettingsDep,
+    now: Now,
+    credentials: ParticipantCredentials,
+) -> Participant:
+    """The caller (authenticated as :func:`~coordinator.api.deps.current_participant`
+    does), after every transition due on its federation's round was made; one
+    dependency, so one worker-thread hand-off, and the connection is released before
+    the route waits for its own thread (:func:`~coordinator.api.deps.release`)."""
+    participant = _synced(request, session, driver, settings, now, credentials)
+    release(session, participant)
     return participant
 
 
@@ -148,7 +192,7 @@ Synced = Annotated[Participant, Depends(synced_participant)]
 
 
 @router.get("/me", summary="Read who the token belongs to and the federation config")
-def me(session: SessionDep, participant: CurrentParticipant) -> ParticipantOut:
+def me(session: SessionDep, driver: DriverDep, participant: CurrentParticipant) -> ParticipantOut:
     """Who the token belongs to: ids, LCC index, registered public key, federation config
     (the daemon checks its state directory against it at start)."""
     return ParticipantOut(
@@ -157,17 +201,30 @@ def me(session: SessionDep, participant: CurrentParticipant) -> ParticipantOut:
         index=participant.lcc_index,
         display_name=participant.display_name,
         public_key=b64(participant.public_key),
-        config=_config(session, participant),
+        config=_config(session, driver, participant),
     )
 
 
 @router.get("/me/task", summary="Read what to do now in the current round")
-def task(session: SessionDep, participant: Synced) -> Task:
+def task(
+    request: Request,
+    session: SessionDep,
+    driver: DriverDep,
+    settings: SettingsDep,
+    now: Now,
+    credentials: ParticipantCredentials,
+) -> Task:
     """What to do now: ``share`` (with the envelope sizes), ``compute_distances`` (with
     the reference sets), ``compute_sums`` (with the member sets), ``fetch_outcome``,
     ``wait`` or ``dropped``; the peers' keys; and, while it has to share (train),
     its cluster's global prompt."""
-    return views.task(session, participant, _config(session, participant))
+    # The most frequent request (every participant polls it): authentication, the
+    # driver's check and the view run in one worker thread (it has no parameters, so
+    # authenticating here still answers 401 before anything else is looked at).
+    participant = _synced(request, session, driver, settings, now, credentials)
+    doc = views.task(session, participant, _config(session, driver, participant))
+    session.rollback()  # release the connection in this thread (deps.get_session)
+    return doc
 
 
 @router.post("/me/rounds/{number}/shares", summary="Upload every sealed share for the round")
@@ -184,11 +241,12 @@ def upload_shares(
     """All of this participant's sealed shares for the round, in one request: for every
     recipient (itself included) one envelope per kind the task lists."""
     receipt = uploads.accept_shares(
-        session, participant, _config(session, participant), number, upload.envelopes, now
+        session, participant, _config(session, driver, participant), number, upload.envelopes, now
     )
     if not receipt.replayed:
         metrics.inc("secfpp_uploads_total", kind="shares")
     _drive(session, driver, settings, participant)
+    session.rollback()  # release the connection in this thread (deps.get_session)
     return receipt
 
 
@@ -205,7 +263,9 @@ def inbox(
     if participant_id not in ("me", participant.id):
         raise ProblemError("not_your_inbox", "a participant may read only its own inbox")
     rnd = uploads.open_round(session, participant, number)
-    return views.inbox(session, rnd, participant.lcc_index)
+    doc = views.inbox(session, rnd, participant.lcc_index)
+    session.rollback()  # release the connection in this thread (deps.get_session)
+    return doc
 
 
 RESULT_BODY = {
@@ -272,7 +332,7 @@ def upload_result(
     receipt = uploads.accept_result(
         session,
         participant,
-        _config(session, participant),
+        _config(session, driver, participant),
         number,
         stage,
         payload,
@@ -282,6 +342,7 @@ def upload_result(
     if not receipt.replayed:
         metrics.inc("secfpp_uploads_total", kind=stage.value)
     _drive(session, driver, settings, participant)
+    session.rollback()  # release the connection in this thread (deps.get_session)
     return receipt
 
 
@@ -304,7 +365,7 @@ def refuse(
     receipt = refusals.record_refusal(
         session,
         participant,
-        _config(session, participant),
+        _config(session, driver, participant),
         number,
         refusal.reason,
         refusal.message,
@@ -312,6 +373,7 @@ def refuse(
         now,
     )
     _drive(session, driver, settings, participant)
+    session.rollback()  # release the connection in this thread (deps.get_session)
     return receipt
 
 
@@ -320,12 +382,16 @@ def refuse(
     summary="Read the caller's next cluster and its new global prompt",
     responses=problems("round_not_found"),
 )
-def outcome(session: SessionDep, participant: Synced, number: RoundNumber) -> RoundOutcome:
+def outcome(
+    session: SessionDep, driver: DriverDep, participant: Synced, number: RoundNumber
+) -> RoundOutcome:
     """After publication: the caller's cluster for the next round and its global prompt."""
     from coordinator.rounds.service import get_round
 
     rnd = get_round(session, participant.federation_id, number)
-    return views.outcome(session, rnd, participant, _config(session, participant))
+    doc = views.outcome(session, rnd, participant, _config(session, driver, participant))
+    session.rollback()  # release the connection in this thread (deps.get_session)
+    return doc
 
 
 @router.post(

@@ -16,6 +16,14 @@ finds a pass running waits for it (at most ``wait_s``) and skips its own pass wh
 one it waited for started after it arrived, since that pass saw everything the caller
 could; another process (replica) is kept out by the compare-and-set.
 
+Settled rounds: a pass that decides that an upload stage keeps waiting remembers the
+round's ``version`` and the stage's (effective) deadline. Until the version changes
+(every accepted upload and every transition bumps it, in any process) or the deadline
+comes, the same pass would decide the same, so :meth:`RoundDriver.settled` lets a
+request skip it: a task poll then costs one small read instead of a pass (round,
+federation, uploads) and a second connection checkout. Parsed federation configs are
+cached per process (a federation's config never changes after creation).
+
 Outages: a stage whose deadline passed while this process was not running, or while
 the database was unreachable, gets ``grace_s`` more seconds from the moment the
 database answered again before missing uploads count as dropouts.
@@ -129,6 +137,9 @@ class RoundDriver:
         self._outage = False
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
+        self._settled: dict[str, tuple[int, datetime]] = {}
+        """Round id -> (version, until): a pass at that version decided to wait."""
+        self._configs: dict[str, FederationConfig] = {}
         # Decode timings of the transition being planned in this thread; observed only
         # when that transition is applied (a plan that loses the compare-and-set to
         # another thread or process is not counted twice).
@@ -150,16 +161,49 @@ class RoundDriver:
                 (self.resumed_at + timedelta(seconds=self.grace_s)).isoformat(),
             )
 
+    # -- caches --------------------------------------------------------------------------
+    def settled(self, round_id: str, version: int) -> bool:
+        """Would a pass over the round at ``version`` decide to wait now? (No read.)
+
+        True only when a pass already decided so at this very version and the stage's
+        effective deadline has not come: the stage machine's inputs (expected and
+        received uploads, threshold, deadline) are unchanged, so its answer is too.
+        """
+        memo = self._settled.get(round_id)
+        return memo is not None and memo[0] == version and self.clock() < memo[1]
+
+    def _remember_wait(self, rnd: Round) -> None:
+        if Stage(rnd.stage) in UPLOAD_STAGES and rnd.deadline is not None:
+            until = effective_deadline(rnd.deadline, self.resumed_at, self.grace_s)
+            self._settled[rnd.id] = (rnd.version, until)
+
+    def federation_config(self, session: Session, federation_id: str) -> FederationConfig:
+        """The federation's parsed config (cached: it never changes once created)."""
+        config = self._configs.get(federation_id)
+        if config is None:
+            federation = session.get(Federation, federation_id)
+            if federation is None:
+                raise LookupError(f"no federation with id {federation_id!r}")
+            config = FederationConfig.model_validate(federation.config)
+            if len(self._configs) >= 4096:  # bound the memory of a long-lived process
+                self._configs.clear()
+            self._configs[federation_id] = config
+        return config
+
     # -- entry points --------------------------------------------------------------------
     def drive_all(self) -> None:
-        """One pass over every round that is not finished (the background task)."""
+        """One pass over every round that is not finished (the background task); a round
+        whose last pass decided to wait at its current version is skipped until its
+        deadline (:meth:`settled`)."""
         try:
             with self.sessions() as session:
-                ids = store.active_round_ids(session)
+                rounds = store.active_round_versions(session)
         except Exception as err:  # the database is down: the next tick retries
             self._failed("listing active rounds", err)
             return
-        for round_id in ids:
+        for round_id, version in rounds:
+            if self.settled(round_id, version):
+                continue
             try:
                 self.drive(round_id, wait_s=0.0)
             except Exception as err:  # keep the loop alive; the next tick retries
@@ -228,14 +272,14 @@ class RoundDriver:
             self._database_answered()
             if rnd is None or Stage(rnd.stage) in TERMINAL:
                 session.rollback()
+                self._settled.pop(round_id, None)
                 return
-            federation = session.get(Federation, rnd.federation_id)
-            assert federation is not None
-            config = FederationConfig.model_validate(federation.config)
+            config = self.federation_config(session, rnd.federation_id)
             now = self.clock()
             self._decodes.timings = []
             outcome = self._plan(session, rnd, config, now)
             if outcome is None:
+                self._remember_wait(rnd)
                 session.rollback()
                 return
             if self._apply(session, rnd, config, outcome, now):
@@ -296,7 +340,7 @@ class RoundDriver:
             return Outcome(Stage.CLUSTERING, state, detail)
         results = store.results_of(session, rnd.id, Stage.AGGREGATION, sorted(answered))
         prompts = store.generation_prompts(
-            session, rnd.federation_id, state.generation, config.prompt.size
+            session, rnd.federation_id, state.generation, config.aggregation_length
         )
         outcome: Outcome = self._timed(
             Stage.AGGREGATION,

@@ -33,6 +33,7 @@ from crypto.dp import LedgerRecord
 
 __all__ = [
     "active_round_ids",
+    "active_round_versions",
     "append_event",
     "bump_version",
     "compare_and_set",
@@ -81,6 +82,13 @@ def active_round_ids(session: Session) -> list[str]:
     """Ids of every round not in a terminal stage."""
     terminal = [s.value for s in TERMINAL]
     return list(session.scalars(select(Round.id).where(Round.stage.not_in(terminal))))
+
+
+def active_round_versions(session: Session) -> list[tuple[str, int]]:
+    """``(id, version)`` of every round not in a terminal stage."""
+    terminal = [s.value for s in TERMINAL]
+    rows = session.execute(select(Round.id, Round.version).where(Round.stage.not_in(terminal)))
+    return [(str(i), int(v)) for i, v in rows]
 
 
 def compare_and_set(

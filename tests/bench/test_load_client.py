@@ -1,0 +1,105 @@
+"""The load benchmark's own HTTP client (bench.loadhttp) and figures (bench.load).
+
+A tiny asyncio server answers with a Content-Length body, a chunked body and a
+``Connection: close``; the client must read each answer exactly, reuse its keep-alive
+connection, reopen it after the server closed it, and report a broken answer as a
+ConnectionError (the load member then sends the request again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from bench.load import summarize
+from bench.loadhttp import Connection
+from bench.loadsim import Sample
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while True:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            break
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ")
+        fields = {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+        body = await reader.readexactly(int(fields.get("content-length", "0")))
+        if path == "/echo":
+            doc = json.dumps({"method": method, "body": body.decode(), "auth": fields.get("x-a")})
+            payload = doc.encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
+        elif path == "/chunked":
+            writer.write(
+                b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+            )
+        elif path == "/close":
+            writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n")
+            writer.write(b"Connection: close\r\n\r\nno")
+            await writer.drain()
+            break
+        else:  # a broken answer: the connection ends in the middle of the body
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+            await writer.drain()
+            break
+        await writer.drain()
+    writer.close()
+
+
+def test_the_client_reads_answers_and_reopens_closed_connections() -> None:
+    async def scenario() -> list[object]:
+        accepted: list[int] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(1)
+            await _serve(reader, writer)
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = Connection("127.0.0.1", port)
+        out: list[object] = []
+        r = await conn.request("POST", "/echo", headers={"X-A": "t"}, content=b'{"x":1}')
+        out.append((r.status_code, r.json()))
+        r = await conn.request("GET", "/chunked")
+        out.append((r.status_code, r.content))
+        out.append(len(accepted))  # both on one keep-alive connection
+        r = await conn.request("GET", "/close")
+        out.append((r.status_code, r.content))
+        r = await conn.request("GET", "/echo")  # reopened after the server closed it
+        out.append((r.status_code, r.json()["method"], len(accepted)))  # the 2nd
+        with pytest.raises(ConnectionError):
+            await conn.request("GET", "/broken")
+        r = await conn.request("GET", "/chunked")  # and again after a broken answer
+        out.append((r.status_code, r.content, len(accepted)))
+        await conn.close()
+        server.close()
+        await server.wait_closed()
+        return out
+
+    assert asyncio.run(scenario()) == [
+        (200, {"method": "POST", "body": '{"x":1}', "auth": "t"}),
+        (201, b"hello world"),
+        1,
+        (503, b"no"),
+        (200, "GET", 2),
+        (201, b"hello world", 3),
+    ]
+
+
+def test_summary_percentiles_and_error_counts() -> None:
+    samples = [Sample("task", 200, s / 100) for s in range(1, 101)]
+    samples += [Sample("shares", 503, 2.0), Sample("shares", 0, 0.5)]
+    got = summarize(samples)
+    assert got["server_errors"] == 1
+    assert got["transport_errors"] == 1
+    assert got["statuses"] == {"0": 1, "200": 100, "503": 1}
+    task = got["endpoints"]["task"]
+    assert task["count"] == 100
+    assert task["p50"] == pytest.approx(0.505)
+    assert task["p95"] == pytest.approx(0.9505)
+    assert task["max"] == 1.0
+    assert got["overall"]["max"] == 2.0
