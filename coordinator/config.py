@@ -14,7 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coordinator import limits
+from crypto.dp.accounting import calibrate_noise_multiplier
 from crypto.dp.distributed import DistributedNoise, with_distributed_headroom
+from crypto.errors import ParameterError
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "FederationCreate",
     "FieldSpecModel",
     "PromptConfig",
+    "PrototypeConfig",
     "ReductionConfig",
     "RoundPolicy",
     "Tolerance",
@@ -168,14 +171,16 @@ class ClusteringPolicy(_Frozen):
     """Parameters of the SecPC clustering step (docs/protocol.md, "Clustering step")."""
 
     split_threshold: float = Field(
-        default=0.05,
+        default=0.03,
         gt=0,
         le=1,
         allow_inf_nan=False,
         description=(
             "A cluster splits when W2/W1, the within-part over total sum of squares of the "
             "best two-means cut of its members' coordinates on the probe axis, is below "
-            "this. Higher splits more readily (more false splits on small clusters)."
+            "this (or when the cut confirms a probe that holds a large share of the "
+            "cluster's spread, docs/protocol.md section 4). Higher splits more readily "
+            "(more false splits on small clusters)."
         ),
     )
     max_trim: int = Field(
@@ -288,6 +293,15 @@ class DifferentialPrivacyConfig(_Frozen):
         allow_inf_nan=False,
         description="Rounds that would spend more are refused at start.",
     )
+    target_epsilon: float | None = Field(
+        default=None,
+        gt=0,
+        le=limits.MAX_EPSILON_BUDGET,
+        allow_inf_nan=False,
+        description="(target_epsilon, delta) the planned rounds.total rounds must meet: "
+        "noise_multiplier (leave it null) is calibrated at creation with dp-accounting's RDP "
+        "accountant, and epsilon_budget defaults to it. Strategy feddpa's way to set its DP.",
+    )
 
     ldp_rank: int | None = Field(
         default=None,
@@ -314,9 +328,48 @@ class DifferentialPrivacyConfig(_Frozen):
 
     @model_validator(mode="after")
     def _needs_multiplier(self) -> DifferentialPrivacyConfig:
-        if self.mechanism != "none" and self.noise_multiplier is None:
+        if self.target_epsilon is not None and self.mechanism == "none":
+            raise ValueError("target_epsilon needs mechanism 'distributed' or 'gaussian'")
+        if (
+            self.mechanism != "none"
+            and self.noise_multiplier is None
+            and self.target_epsilon is None
+        ):
             raise ValueError(f"mechanism {self.mechanism!r} needs noise_multiplier")
         return self
+
+    def calibrated(self, *, rounds: int | None) -> DifferentialPrivacyConfig:
+        """With ``target_epsilon``: ``noise_multiplier`` calibrated for ``rounds`` releases.
+
+        Every round releases one noisy sum per cluster and every participant is in one, so
+        a participant's releases over the federation are ``rounds`` Gaussian (or zCDP,
+        same RDP curve) releases at sampling rate 1 (all enrolled participants are asked
+        every round; no amplification by subsampling is claimed). ``z`` is the smallest with
+        RDP epsilon ``<= target_epsilon`` at ``delta``
+        (:func:`crypto.dp.calibrate_noise_multiplier`, ``method="rdp"``: the accountant
+        the ledger composes these releases with); ``epsilon_budget`` defaults to the target,
+        so the ledger refuses a round past it. Unchanged without ``target_epsilon``.
+        """
+        if self.target_epsilon is None:
+            return self
+        if self.noise_multiplier is not None:
+            raise ParameterError(
+                "dp.noise_multiplier",
+                "must be null when dp.target_epsilon is given (it is calibrated from it)",
+            )
+        if rounds is None:
+            raise ParameterError("rounds.total", "is required with dp.target_epsilon")
+        z = calibrate_noise_multiplier(
+            epsilon=self.target_epsilon, delta=self.delta, rounds=rounds, method="rdp"
+        )
+        if z > limits.MAX_NOISE_MULTIPLIER:
+            raise ParameterError(
+                "dp.target_epsilon",
+                f"= {self.target_epsilon:g} over {rounds} rounds needs noise multiplier "
+                f"{z:.4g} > {limits.MAX_NOISE_MULTIPLIER:g}",
+            )
+        budget = self.target_epsilon if self.epsilon_budget is None else self.epsilon_budget
+        return self.model_copy(update={"noise_multiplier": z, "epsilon_budget": budget})
 
     @property
     def ldp_given(self) -> list[str]:
@@ -336,14 +389,62 @@ class DifferentialPrivacyConfig(_Frozen):
         )
 
 
-Strategy = Literal["secfpp", "promptfl", "dpfpl"]
+PROTOTYPE_STRATEGIES = ("protopfl-igpp", "protopfl-vpdr")
+"""Strategies that share private class prototypes instead of a prompt update."""
+
+
+class PrototypeConfig(_Frozen):
+    """``protopfl-igpp`` / ``protopfl-vpdr``: the shared prototype block and its local DP.
+
+    Each round a participant secret-shares a block of ``n_classes x (dim + 1)`` values (per
+    class the weighted noisy mean of its clipped image features and the weight
+    ``min(n_c, count_cap) / count_cap``) in place of a prompt update; the coordinator decodes
+    the cluster's average block, which becomes the cluster's global prototypes. Every
+    participant privatizes its block under the same LDP, fixed here: ``epsilon`` and
+    ``delta`` over the ``rounds.total`` planned releases (``rounds.total`` is required).
+    ``select_*``, ``score_*``, ``soft_clip_gamma``, ``ema_momentum`` and ``kd_*`` apply to
+    ``protopfl-vpdr`` only (seed 003 defaults).
+    """
+
+    n_classes: int = Field(ge=1, le=10_000, description="C: classes every participant labels.")
+    dim: int = Field(ge=2, le=limits.MAX_PROMPT_DIM, description="d: image embedding width.")
+    epsilon: float = Field(default=1.0, gt=0, le=limits.MAX_EPSILON_BUDGET, allow_inf_nan=False)
+    delta: float = Field(default=1e-5, gt=0, lt=1, allow_inf_nan=False)
+    clip: float = Field(
+        default=1.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False, description="R."
+    )
+    mix_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="w: logits = (1-w) text logits + w prototype logits.",
+    )
+    count_cap: int = Field(default=256, ge=1, le=limits.INT32_MAX)
+    select_fraction: float = Field(default=0.2, gt=0, le=0.5, allow_inf_nan=False)
+    select_budget_ratio: float = Field(default=0.1, gt=0, lt=1, allow_inf_nan=False)
+    score_cap: float = Field(default=0.1, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
+    score_zeta: float = Field(default=1e-6, gt=0, le=1, allow_inf_nan=False)
+    soft_clip_gamma: float = Field(default=0.05, gt=0, lt=1, allow_inf_nan=False)
+    ema_momentum: float = Field(default=0.999, ge=0, lt=1, allow_inf_nan=False)
+    kd_temperature: float = Field(default=4.0, gt=0, le=100, allow_inf_nan=False)
+    kd_weight: float = Field(default=0.05, ge=0, le=100, allow_inf_nan=False)
+
+    @property
+    def block_length(self) -> int:
+        """``n_classes * (dim + 1)``: entries of one participant's aggregation vector."""
+        return self.n_classes * (self.dim + 1)
+
+
+Strategy = Literal["secfpp", "promptfl", "dpfpl", "protopfl-igpp", "protopfl-vpdr", "feddpa"]
 
 
 class _Policy(_Frozen):
     strategy: Strategy = Field(
         default="secfpp",
         description="secfpp: clustered global prompts (SecPC); promptfl and dpfpl: one global "
-        "prompt (no distance stage).",
+        "prompt (no distance stage); protopfl-igpp and protopfl-vpdr: private class prototypes "
+        "(section 'prototypes') instead of a prompt update, one cluster.",
     )
     n_participants: int = Field(ge=2, le=limits.MAX_PARTICIPANTS)
     prompt: PromptConfig = PromptConfig()
@@ -352,6 +453,9 @@ class _Policy(_Frozen):
     rounds: RoundPolicy = RoundPolicy()
     deadlines: DeadlineConfig = DeadlineConfig()
     dp: DifferentialPrivacyConfig = DifferentialPrivacyConfig()
+    prototypes: PrototypeConfig | None = Field(
+        default=None, description="protopfl-igpp / protopfl-vpdr only (required for them)."
+    )
     operators_see_distances: bool = Field(
         default=False, description="Show decoded SecPC distances in the admin round status."
     )
@@ -360,6 +464,30 @@ class _Policy(_Frozen):
     def max_ldp_rank(self) -> int:
         """Largest factorization rank of an ``n_ctx x dim`` local prompt."""
         return min(self.prompt.n_ctx, self.prompt.dim)
+
+    @model_validator(mode="after")
+    def _prototypes_fit_the_strategy(self) -> _Policy:
+        if (self.prototypes is not None) != (self.strategy in PROTOTYPE_STRATEGIES):
+            raise ValueError(
+                f"prototypes must be set for strategies {', '.join(PROTOTYPE_STRATEGIES)} and "
+                f"only for them, not for {self.strategy!r}"
+            )
+        if self.prototypes is not None and self.rounds.total is None:
+            raise ValueError(
+                f"rounds.total is required for {self.strategy!r}: the LDP budget is split over it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _feddpa_dp(self) -> _Policy:
+        if self.dp.target_epsilon is not None and self.rounds.total is None:
+            raise ValueError("dp.target_epsilon needs rounds.total (the rounds it is spread over)")
+        if self.strategy == "feddpa" and self.dp.mechanism == "gaussian":
+            raise ValueError(
+                "strategy 'feddpa' adds its noise before sharing: dp.mechanism must be "
+                "'distributed' (or 'none' for no DP), not 'gaussian'"
+            )
+        return self
 
     @model_validator(mode="after")
     def _ldp_fits_the_strategy(self) -> _Policy:
@@ -385,6 +513,7 @@ class FederationCreate(_Policy):
 
     def resolve(self) -> FederationConfig:
         """The stored config; raises :class:`~crypto.errors.ParameterError` when unsafe."""
+        dp = self.dp.calibrated(rounds=self.rounds.total)  # target_epsilon -> noise_multiplier
         if self.crypto is not None:
             crypto = self.crypto
         else:
@@ -401,11 +530,10 @@ class FederationCreate(_Policy):
                 min_reference_size=min(tol.min_reference_size, self.n_participants),
                 max_clusters=min(tol.max_clusters, self.n_participants),
             )
-            z = self.dp.noise_multiplier
-            if self.dp.mechanism == "distributed" and z is not None:
+            z = dp.noise_multiplier
+            if dp.mechanism == "distributed" and z is not None:
                 params = with_distributed_headroom(params, noise_multiplier=z)  # noise fits p
             crypto = CryptoConfig.from_params(params)
-        dp = self.dp
         if self.strategy == "dpfpl":
             dp = dp.with_ldp_defaults(max_rank=self.max_ldp_rank)
         config = FederationConfig(
@@ -436,9 +564,23 @@ class FederationConfig(_Policy):
         """Round ``number`` (1-based) has a distance stage."""
         return self.clustered and number > self.rounds.warmup_rounds
 
+    @property
+    def aggregation_length(self) -> int:
+        """Entries of one participant's aggregation vector: ``g_i`` (``n_ctx * dim``), or the
+        prototype block (``n_classes * (dim + 1)``) for ``protopfl-*``."""
+        return self.prompt.size if self.prototypes is None else self.prototypes.block_length
+
+    @property
+    def global_shape(self) -> tuple[int, int]:
+        """Shape of a cluster's published global value: the prompt ``(n_ctx, dim)``, or the
+        averaged prototype block ``(n_classes, dim + 1)`` for ``protopfl-*``."""
+        if self.prototypes is None:
+            return (self.prompt.n_ctx, self.prompt.dim)
+        return (self.prototypes.n_classes, self.prototypes.dim + 1)
+
     def update_share_length(self) -> int:
-        """Entries of one participant's share of its update ``g_i``."""
-        return math.ceil(self.prompt.size / self.crypto.aggregation_code.k)
+        """Entries of one participant's share of its aggregation vector."""
+        return math.ceil(self.aggregation_length / self.crypto.aggregation_code.k)
 
     def prompt_share_length(self) -> int:
         """Entries of one participant's share of its reduced prompt ``x_i``."""

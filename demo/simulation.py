@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from coordinator.app import create_app
+from coordinator.config import PROTOTYPE_STRATEGIES, PrototypeConfig
 from coordinator.db.engine import make_engine
 from coordinator.db.migrate import upgrade
 from coordinator.settings import Settings
@@ -35,7 +36,7 @@ from participant.engine import Engine
 from participant.enrollment import enroll
 from participant.learning import Backbone, FeatureSet, get_strategy
 from participant.state import StateDir
-from participant.trainer import PromptTrainer
+from participant.trainer import PromptTrainer, strategy_settings
 
 __all__ = ["ParticipantData", "RoundRecord", "SimulationConfig", "SimulationResult", "simulate"]
 
@@ -61,7 +62,10 @@ class SimulationConfig:
 
     ``strategy_settings`` go to the participants' strategy (e.g. DP-FPL's ``rank``,
     ``clip_norm``, ``noise_multiplier``); ``dp`` is the federation's DP section (GDP at
-    the coordinator).
+    the coordinator). ``prototypes`` is the federation's prototype section for
+    ``protopfl-igpp`` / ``protopfl-vpdr`` (e.g. ``{"epsilon": 1.0, "mix_weight": 0.5}``;
+    ``n_classes`` and ``dim`` are filled in from the data and the backbone); the
+    participants' strategy settings come from it, as a daemon's do.
     """
 
     strategy: str = "secfpp"
@@ -83,6 +87,7 @@ class SimulationConfig:
     dp: dict[str, Any] = field(default_factory=dict)
     clustering: dict[str, Any] = field(default_factory=dict)
     reduce_direction: bool = True
+    prototypes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,6 +124,15 @@ def _trainer(
 ) -> PromptTrainer:
     from participant.learning import get_reduction
 
+    settings = strategy_settings(
+        {
+            "strategy": config.strategy,
+            "prototypes": _prototypes(config, len(data.classnames), backbone.embed_dim),
+            "rounds": {"total": config.rounds},
+            "crypto": {"l2_clip": config.l2_clip},  # feddpa's clip_norm
+        },
+        config.strategy_settings,
+    )
     strategy = get_strategy(
         config.strategy,
         backbone=backbone,
@@ -128,7 +142,7 @@ def _trainer(
         lr=config.lr,
         batch_size=config.batch_size,
         seed=seed,
-        **config.strategy_settings,
+        **settings,
     )
     reduction = None
     if strategy.clustered:
@@ -150,7 +164,17 @@ def _trainer(
     )
 
 
-def _federation_body(config: SimulationConfig, n: int, dim: int) -> dict[str, Any]:
+def _prototypes(config: SimulationConfig, n_classes: int, dim: int) -> dict[str, Any] | None:
+    """The federation's resolved prototype section (``protopfl-*``), else None."""
+    if config.strategy not in PROTOTYPE_STRATEGIES:
+        return None
+    section = PrototypeConfig(**{"n_classes": n_classes, "dim": dim, **config.prototypes})
+    return section.model_dump()
+
+
+def _federation_body(
+    config: SimulationConfig, n: int, dim: int, prototypes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "name": f"simulation-{config.strategy}",
         "strategy": config.strategy,
@@ -182,6 +206,7 @@ def _federation_body(config: SimulationConfig, n: int, dim: int) -> dict[str, An
         "dp": config.dp or {"mechanism": "none"},
         "clustering": config.clustering,
         "operators_see_distances": False,
+        **({} if prototypes is None else {"prototypes": prototypes}),
     }
 
 
@@ -229,7 +254,12 @@ def simulate(
         with TestClient(create_app(settings)) as http:
             r = http.post(
                 "/v1/federations",
-                json=_federation_body(config, len(participants), backbone.text.width),
+                json=_federation_body(
+                    config,
+                    len(participants),
+                    backbone.text.width,
+                    _prototypes(config, len(participants[0].classnames), backbone.embed_dim),
+                ),
                 headers=ADMIN,
             )
             if r.status_code != 201:

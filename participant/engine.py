@@ -86,6 +86,15 @@ class Trainer(Protocol):
         ...
 
 
+def _aggregation_length(config: dict[str, Any]) -> int:
+    """Entries of the aggregation vector: ``n_ctx * dim`` (``g_i``), or for ``protopfl-*``
+    ``n_classes * (dim + 1)`` (the prototype block), as the coordinator's config fixes it."""
+    protos = config.get("prototypes")
+    if protos is not None:
+        return int(protos["n_classes"]) * (int(protos["dim"]) + 1)
+    return int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+
+
 class Engine:
     """One participant's protocol loop over a :class:`CoordinatorClient`."""
 
@@ -261,7 +270,7 @@ class Engine:
             length = self.params.clustering_lcc().chunk_length(self.params.reduced_dim)
         else:
             prime = self.params.aggregation_field.prime
-            size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
+            size = _aggregation_length(self.config)
             length = self.params.aggregation_lcc().chunk_length(size)
         inbox = self.client.inbox(self.participant_id, number)
         opened = open_inbox(

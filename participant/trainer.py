@@ -111,8 +111,8 @@ class PromptTrainer:
         Each call returns ``G_after - G_before`` of that epoch, so the round's update is
         their sum (it telescopes to ``G_end - G_start``).
         """
-        if self.strategy.use_global:
-            self.strategy.begin_round(global_prompt)
+        if self.strategy.use_global or global_prompt is not None:
+            self.strategy.begin_round(global_prompt)  # G, or a protopfl prototype block
         update: NDArray[np.float64] | None = None
         first_loss = last_loss = train_accuracy = float("nan")
         steps = 0
@@ -137,6 +137,7 @@ class PromptTrainer:
             f"round {round_number}: trained {steps} steps, loss {first_loss:.3f} -> "
             f"{last_loss:.3f}, train accuracy {train_accuracy:.3f}"
         )
+        update = self.strategy.finish_round(update)
         reduced = None
         if self.strategy.clustered and self.reduction is not None:
             reduced = self._reduced(global_prompt)
@@ -159,8 +160,7 @@ class PromptTrainer:
         self.strategy.load_state(state)
 
     def evaluate(self, global_prompt: NDArray[np.float64] | None) -> dict[str, float]:
-        if global_prompt is not None and self.strategy.use_global:
-            self.strategy.learner.set_global(global_prompt)
+        self.strategy.adopt_global(global_prompt)
         return {"accuracy": self.strategy.evaluate(self.test_set.features, self.test_set.labels)}
 
 
@@ -186,6 +186,10 @@ def strategy_settings(
     {'lr': 0.1, 'rank': 4}
     """
     settings = dict(overrides or {})
+    if config.get("prototypes") is not None:
+        return _prototype_settings(config, settings)
+    if config.get("strategy") == "feddpa":
+        return _feddpa_settings(config, settings)
     if config.get("strategy") != "dpfpl":
         return settings
     dp = config.get("dp") or {}
@@ -199,6 +203,46 @@ def strategy_settings(
                 f"is fixed by the federation (dp.{field} = {fixed}), not {settings[name]}",
             )
         settings[name] = fixed
+    return settings
+
+
+def _feddpa_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``feddpa``: the federation's ``crypto.l2_clip`` fixes ``clip_norm`` (the clip of the
+    round update and the target of the bounded constraint); a disagreeing override is refused.
+
+    >>> _feddpa_settings({"crypto": {"l2_clip": 0.5}}, {"tau": 0.3})
+    {'tau': 0.3, 'clip_norm': 0.5}
+    """
+    clip = (config.get("crypto") or {}).get("l2_clip")
+    if clip is None:
+        return settings
+    if "clip_norm" in settings and settings["clip_norm"] != float(clip):
+        raise LearningConfigError(
+            "strategy_overrides.clip_norm",
+            f"is fixed by the federation (crypto.l2_clip = {clip}), not {settings['clip_norm']}",
+        )
+    return {**settings, "clip_norm": float(clip)}
+
+
+def _prototype_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``protopfl-*``: every field of the federation's ``prototypes`` section the strategy
+    has (all but ``n_classes`` and ``dim``), and ``rounds = rounds.total``; a local override
+    that disagrees is refused."""
+    from participant.learning.strategies import STRATEGIES
+
+    cls = STRATEGIES.get(str(config.get("strategy")))
+    known = set(cls.config_type.__dataclass_fields__) if cls is not None else set()
+    fixed = {k: v for k, v in dict(config["prototypes"]).items() if k in known}
+    fixed["rounds"] = (config.get("rounds") or {}).get("total")
+    for name, value in fixed.items():
+        if value is None:
+            continue
+        if name in settings and settings[name] != value:
+            raise LearningConfigError(
+                f"strategy_overrides.{name}",
+                f"is fixed by the federation (prototypes.{name} = {value}), not {settings[name]}",
+            )
+        settings[name] = value
     return settings
 
 
@@ -248,6 +292,16 @@ def build_trainer(
         init_std=float(config["prompt"].get("init_std", 0.02)),
         **overrides,
     )
+    protos = config.get("prototypes")
+    if protos is not None and (
+        int(protos["n_classes"]) != len(data.classnames) or int(protos["dim"]) != backbone.embed_dim
+    ):
+        raise LearningConfigError(
+            "prototypes",
+            f"are {protos['n_classes']} classes x {protos['dim']} dims in the federation, but "
+            f"this participant has {len(data.classnames)} classes and model '{settings.model}' "
+            f"embeds in {backbone.embed_dim} dims",
+        )
     reduction = None
     if strategy.clustered:
         red = config.get("reduction", {})

@@ -233,7 +233,9 @@ class Peer(_Model):
 class PromptOut(_Model):
     cluster: int
     generation: int
-    shape: tuple[int, int] = Field(description="(n_ctx, dim)")
+    shape: tuple[int, int] = Field(
+        description="(n_ctx, dim); protopfl-*: (n_classes, dim + 1), the averaged prototype block"
+    )
     dtype: Literal["<f8"] = "<f8"
     data: B64 = Field(description="float64 little-endian, row-major.")
 

@@ -227,7 +227,7 @@ def _release(
             round=number,
             cluster_id=cluster,
             members=members,
-            dimension=config.prompt.size,
+            dimension=config.aggregation_length,
         )
     clip = config.crypto.l2_clip
     m = len(members)
@@ -262,7 +262,7 @@ def publish(
     params = config.crypto_params()
     spec = params.aggregation_field
     sets = state.sets()
-    length = config.prompt.size
+    length = config.aggregation_length
     updated = {c: np.array(p, dtype=np.float64, copy=True) for c, p in prompts.items()}
     records: list[LedgerRecord] = []
     rejected: set[int] = set()
@@ -310,7 +310,10 @@ def publish(
             if record is not None:
                 records.append(record)
             means[str(c)] = [float(np.linalg.norm(mean))]
-            updated[c] = updated[c] + config.rounds.lr_global * mean
+            if config.prototypes is not None:  # protopfl: the average block replaces the last
+                updated[c] = mean
+            else:
+                updated[c] = updated[c] + config.rounds.lr_global * mean
     membership = state.membership_obj()
     step = state.step_obj()
     if step is not None:

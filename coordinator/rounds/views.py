@@ -58,7 +58,12 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
     """The envelopes each participant sends every recipient in a round's sharing stage."""
     c = config.crypto
     kinds = [
-        ("update", c.aggregation_field.prime, config.prompt.size, config.update_share_length())
+        (
+            "update",
+            c.aggregation_field.prime,
+            config.aggregation_length,
+            config.update_share_length(),
+        )
     ]
     if clustering:
         kinds.insert(
@@ -99,7 +104,7 @@ def _prompt(
     return PromptOut(
         cluster=cluster,
         generation=generation,
-        shape=(config.prompt.n_ctx, config.prompt.dim),
+        shape=config.global_shape,
         data=b64(row.prompt),
     )
 
@@ -125,10 +130,10 @@ def _cluster_sets(pairs: list[tuple[int, tuple[int, ...]]]) -> list[ClusterSet]:
 def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
     """The participant's current task (see :class:`~coordinator.api.models.Task`)."""
     me = participant.lcc_index
-    peers = [
-        Peer(index=p.lcc_index, display_name=p.display_name, public_key=b64(p.public_key))
-        for p in session.scalars(
-            select(Participant)
+    peers = [  # plain columns, not ORM rows: this runs on every poll of every participant
+        Peer(index=i, display_name=name, public_key=b64(key))
+        for i, name, key in session.execute(
+            select(Participant.lcc_index, Participant.display_name, Participant.public_key)
             .where(Participant.federation_id == participant.federation_id)
             .order_by(Participant.lcc_index)
         )
@@ -213,8 +218,8 @@ def inbox(session: Session, rnd: Round, recipient: int) -> Inbox:
         raise ProblemError(
             "wrong_stage", "shares are released when the sharing stage closes", stage=rnd.stage
         )
-    rows = session.scalars(
-        select(ShareEnvelope)
+    rows = session.execute(  # plain columns, not ORM rows (about 1 MB per inbox)
+        select(ShareEnvelope.sender, ShareEnvelope.kind, ShareEnvelope.ciphertext)
         .where(ShareEnvelope.round_id == rnd.id, ShareEnvelope.recipient == recipient)
         .order_by(ShareEnvelope.sender, ShareEnvelope.kind)
     )
@@ -224,9 +229,9 @@ def inbox(session: Session, rnd: Round, recipient: int) -> Inbox:
         recipient=recipient,
         senders=state.present,
         envelopes=[
-            InboxEnvelope(sender=r.sender, kind=r.kind, ciphertext=b64(r.ciphertext))  # type: ignore[arg-type]
-            for r in rows
-            if r.sender in present
+            InboxEnvelope(sender=sender, kind=kind, ciphertext=b64(ciphertext))  # type: ignore[arg-type]
+            for sender, kind, ciphertext in rows
+            if sender in present
         ],
     )
 

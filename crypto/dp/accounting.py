@@ -196,8 +196,9 @@ def calibrate_noise_multiplier(
     rounds: int,
     sampling_rate: float = 1.0,
     tol: float = 1e-3,
+    method: AccountingMethod = "pld",
 ) -> float:
-    """Smallest noise multiplier ``z`` whose PLD epsilon after ``rounds`` is ``<= epsilon``.
+    """Smallest noise multiplier ``z`` whose PLD (or RDP) epsilon after ``rounds`` is ``<= eps``.
 
     Two stages:
 
@@ -211,6 +212,13 @@ def calibrate_noise_multiplier(
     epsilon`` (``tol`` is absolute, in noise-multiplier units), i.e. it is the optimum
     rounded *up* to within ``tol``. The noise std to add is ``z * sensitivity``.
 
+    ``method="rdp"`` stops after stage 1 and returns ``z_rdp``: the smallest ``z`` (to
+    ``tol``) whose *RDP* epsilon is ``<= epsilon``. That is the calibration to use when the
+    releases are accounted with RDP, e.g. the distributed discrete Gaussian of FedDPA, whose
+    zCDP ledger records compose under RDP (:mod:`crypto.dp.ledger`): for ``q = 1`` a
+    ``rho = 1/(2 z^2)``-zCDP release has the Gaussian's RDP curve, so the ledger's epsilon
+    after ``rounds`` such releases is this calibration's epsilon.
+
     >>> z = calibrate_noise_multiplier(epsilon=1.0, delta=1e-5, rounds=100, sampling_rate=0.01)
     >>> epsilon_for(z, rounds=100, sampling_rate=0.01, delta=1e-5) <= 1.0
     True
@@ -223,10 +231,12 @@ def calibrate_noise_multiplier(
         raise ParameterError("tol", f"must be a finite number > 0, not {tol}")
     _check_releases(1.0, sampling_rate, rounds)
     _check_delta(delta)
+    if method not in ("pld", "rdp"):
+        raise ParameterError("method", f"must be 'pld' or 'rdp', not {method!r}")
 
-    def epsilon_of(method: AccountingMethod) -> Callable[[float], float]:
+    def epsilon_of(how: AccountingMethod) -> Callable[[float], float]:
         return lambda z: epsilon_for(
-            z, rounds=rounds, sampling_rate=sampling_rate, delta=delta, method=method
+            z, rounds=rounds, sampling_rate=sampling_rate, delta=delta, method=how
         )
 
     rdp, pld = epsilon_of("rdp"), epsilon_of("pld")
@@ -244,6 +254,8 @@ def calibrate_noise_multiplier(
         while rdp(low) <= epsilon:
             low, high = low / 2.0, low
     z_rdp = _bisect_smallest(rdp, epsilon, low, high, tol)
+    if method == "rdp":
+        return z_rdp
 
     # Stage 2: tighten with PLD inside (z_low, z_rdp].
     high = z_rdp

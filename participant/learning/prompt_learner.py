@@ -11,11 +11,24 @@ embedding, run the transformer with its causal mask, ``ln_final``, take the feat
 position, project. Text features are L2-normalized; logits are
 ``logit_scale.exp() * img_feats @ text_feats.T`` as in CLIP.
 
-The context is ``ctx = G + L``: the global prompt ``G`` of the participant's cluster (replaced by
-the coordinator's each round) plus the local prompt ``L`` (never leaves the participant). Both
-are ``n_ctx x d`` ``nn.Parameter`` s owned by this module and they are its only parameters; the
-backbone is held by reference, outside the module tree, so ``parameters()`` and
-``state_dict()`` contain the context tensors and nothing else.
+With a causal mask, position ``j`` attends only to positions ``<= j`` and every other operation is
+per token, so the features at the EOT positions do not depend on the padding after the last
+EOT: the encoder runs on the first ``max EOT position + 1`` tokens only (``encode_length``, e.g. 9
+of 32 for ``n_ctx = 4`` and short class names), which gives the same features a few times faster.
+
+The context is ``ctx = B + G + L``: a fixed base ``B``, the global prompt ``G`` of the
+participant's cluster (replaced by the coordinator's each round) plus the local prompt ``L``
+(never leaves the participant). ``G`` and ``L`` are ``n_ctx x d`` ``nn.Parameter`` s owned by this
+module and they are its only parameters; the backbone is held by reference, outside the module
+tree, so ``parameters()`` and ``state_dict()`` contain the context tensors and nothing else.
+
+``B`` is zero (CoOp's random initialization) unless ``ctx_init`` names a phrase of ``n_ctx``
+tokens, e.g. ``"a photo of a"`` for ``n_ctx = 4`` (CoOp's ``ctx_init``): ``B`` is then the
+phrase's token embeddings, a non-persistent buffer every participant computes from the public
+backbone. The learned prompts ``G`` and ``L`` are offsets from it, so the coordinator's
+generation 0 (``G`` of a few hundredths, ``L = 0``) starts the participant at the hand-written
+prompt ``"a photo of a {name}."`` instead of at random context tokens, and the protocol (updates,
+distances, sums) is unchanged: it only ever sees ``G`` and ``L``.
 """
 
 from __future__ import annotations
@@ -50,6 +63,8 @@ class PromptLearner(nn.Module):
             participants' prompts then measure what they learned from their data, not how
             their random initializations differ.
         seed: seed of the initialization (a local torch generator; global RNG untouched).
+        ctx_init: a phrase of exactly ``n_ctx`` tokens whose embeddings form the fixed base ``B``
+            (see the module docstring); None: ``B = 0``.
     """
 
     global_ctx: nn.Parameter | None
@@ -57,6 +72,7 @@ class PromptLearner(nn.Module):
     token_prefix: torch.Tensor
     token_suffix: torch.Tensor
     tokenized: torch.Tensor
+    base_ctx: torch.Tensor
 
     def __init__(
         self,
@@ -68,6 +84,7 @@ class PromptLearner(nn.Module):
         use_local: bool = True,
         init_std: float = 0.02,
         seed: int = 0,
+        ctx_init: str | None = None,
     ) -> None:
         super().__init__()
         if not classnames:
@@ -104,6 +121,54 @@ class PromptLearner(nn.Module):
         self.register_buffer("token_prefix", embedding[:, :1, :], persistent=False)  # SOS
         self.register_buffer("token_suffix", embedding[:, 1 + n_ctx :, :], persistent=False)
         self.register_buffer("tokenized", tokenized.to(device), persistent=False)
+        self.encode_length = self._encode_length(backbone.text, self.tokenized)
+        self.ctx_init = ctx_init
+        base = torch.zeros(n_ctx, self.ctx_dim)
+        if ctx_init is not None:
+            base = self._phrase_embedding(backbone, ctx_init, n_ctx)
+        self.register_buffer("base_ctx", base.float().to(device), persistent=False)  # (n_ctx, d)
+
+    @staticmethod
+    def _encode_length(tower: Any, tokenized: torch.Tensor) -> int:
+        """Tokens the encoder must read: up to the last pooled (EOT) position under a causal
+        mask; the whole context length when the mask is not causal or pooling is not at EOT."""
+        length = int(tokenized.shape[1])
+        mask = tower.attn_mask
+        if mask is None or tower.pool_type not in ("argmax", "eos"):
+            return length
+        blocked = torch.isinf(mask.detach().cpu()) & (mask.detach().cpu() < 0)
+        causal = torch.ones(length, length, dtype=torch.bool).triu(1)
+        if tuple(mask.shape) != (length, length) or not torch.equal(blocked, causal):
+            return length
+        if tower.pool_type == "argmax":
+            pooled = tokenized.argmax(dim=-1)
+        elif tower.eos_id is None:
+            return length
+        else:
+            pooled = (tokenized == tower.eos_id).int().argmax(dim=-1)
+        return int(pooled.max()) + 1
+
+    @staticmethod
+    def _phrase_embedding(backbone: Backbone, phrase: str, n_ctx: int) -> torch.Tensor:
+        """Token embeddings of ``phrase``, ``(n_ctx, d)``; it must be exactly ``n_ctx`` tokens."""
+        tokens = backbone.tokenizer([phrase]).long()[0]  # (context_length,) [SOS] ... [EOT] pad
+        eos, tower = backbone.text.eos_id, backbone.text
+        # EOT where the tower pools: the largest id under argmax pooling (open_clip's CLIP
+        # tokenizer), else the first eos id.
+        eot = int(tokens.argmax())
+        if tower.pool_type != "argmax" and eos is not None:
+            hits = torch.nonzero(tokens.eq(eos))
+            eot = int(hits[0, 0]) if len(hits) else eot
+        ids = tokens[1:eot]
+        if not phrase.strip() or len(ids) != n_ctx:
+            raise LearningConfigError(
+                "ctx_init",
+                f"must be a phrase of exactly n_ctx={n_ctx} tokens, not {phrase!r} "
+                f"({len(ids)} tokens)",
+            )
+        with torch.no_grad():
+            embedding: torch.Tensor = backbone.text.token_embedding(ids.to(backbone.device))
+        return embedding.detach().float().cpu()  # (n_ctx, d)
 
     @staticmethod
     def _tokenize(backbone: Backbone, classnames: Sequence[str], n_ctx: int) -> torch.Tensor:
@@ -144,7 +209,10 @@ class PromptLearner(nn.Module):
         return len(self.classnames)
 
     def context(self) -> torch.Tensor:
-        """``ctx = G + L`` (whichever exist), ``n_ctx x d``, differentiable."""
+        """The learned context ``G + L`` (whichever exist), ``n_ctx x d``, differentiable.
+
+        This is what the protocol sees (``vec(P_i)``); the encoder reads ``B + context()``.
+        """
         parts = [p for p in (self.global_ctx, self.local_ctx) if p is not None]
         ctx: torch.Tensor = parts[0]
         for part in parts[1:]:
@@ -152,12 +220,17 @@ class PromptLearner(nn.Module):
         return ctx
 
     def prompt_embeddings(self, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        """The text encoder's input embeddings, ``(n_cls, context_length, d)``."""
+        """The text encoder's input embeddings, ``(n_cls, context_length, d)``.
+
+        ``ctx`` (``n_ctx x d``, default :meth:`context`) is a learned context; the fixed base
+        ``B`` is added to it here.
+        """
         ctx = self.context() if ctx is None else ctx  # (n_ctx, d)
         if ctx.shape != (self.n_ctx, self.ctx_dim):
             raise LearningConfigError(
                 "ctx", f"must have shape ({self.n_ctx}, {self.ctx_dim}), not {tuple(ctx.shape)}"
             )
+        ctx = ctx + self.base_ctx.to(ctx)
         dtype = self.token_prefix.dtype
         expanded = ctx.to(dtype).unsqueeze(0).expand(self.n_cls, -1, -1)  # (n_cls, n_ctx, d)
         return torch.cat([self.token_prefix, expanded, self.token_suffix], dim=1)
@@ -168,13 +241,17 @@ class PromptLearner(nn.Module):
         Mirrors ``open_clip.CLIP.encode_text`` after the token embedding.
         """
         tower = self._backbone.text
-        x = self.prompt_embeddings(ctx)  # (n_cls, L, d)
+        n = self.encode_length  # the padding after the last EOT cannot change the features
+        x = self.prompt_embeddings(ctx)[:, :n]  # (n_cls, n, d)
+        mask = None if tower.attn_mask is None else tower.attn_mask[:n, :n]
         with self._backbone.autocast():
-            x = x + tower.positional_embedding.to(x.dtype)
+            x = x + tower.positional_embedding[:n].to(x.dtype)
             # open_clip's Transformer transposes internally when it is not batch_first.
-            x = tower.transformer(x, attn_mask=tower.attn_mask)
-            x = tower.ln_final(x)  # (n_cls, L, d)
-            x = text_global_pool(x, self.tokenized, tower.pool_type, eos_token_id=tower.eos_id)
+            x = tower.transformer(x, attn_mask=mask)
+            x = tower.ln_final(x)  # (n_cls, n, d)
+            x = text_global_pool(
+                x, self.tokenized[:, :n], tower.pool_type, eos_token_id=tower.eos_id
+            )
             projection: Any = tower.text_projection
             if isinstance(projection, nn.Module):
                 x = projection(x)

@@ -1,7 +1,7 @@
 """Training strategies, selected by name from the federation config.
 
 >>> sorted(STRATEGIES)
-['dpfpl', 'local', 'promptfl', 'secfpp']
+['dpfpl', 'feddpa', 'local', 'promptfl', 'protopfl-igpp', 'protopfl-vpdr', 'secfpp']
 """
 
 from __future__ import annotations
@@ -19,28 +19,48 @@ from participant.learning.strategies.dpfpl import (
     GdpParameters,
     LdpParameters,
 )
+from participant.learning.strategies.feddpa import FedDpaConfig, FedDpaStrategy
+from participant.learning.strategies.igpp import IgppStrategy
 from participant.learning.strategies.local import LocalStrategy
 from participant.learning.strategies.promptfl import PromptFlStrategy
+from participant.learning.strategies.protopfl import ProtoPflConfig, ProtoPflStrategy
 from participant.learning.strategies.secfpp import SecFppStrategy
+from participant.learning.strategies.vpdr import VpdrConfig, VpdrStrategy
 
 __all__ = [
     "STRATEGIES",
     "DpFplConfig",
     "DpFplStrategy",
+    "FedDpaConfig",
+    "FedDpaStrategy",
     "GdpParameters",
+    "IgppStrategy",
     "LdpParameters",
     "LocalStrategy",
     "PromptFlStrategy",
+    "ProtoPflConfig",
+    "ProtoPflStrategy",
     "RoundMetrics",
     "RoundOutput",
     "SecFppStrategy",
     "Strategy",
     "StrategyConfig",
+    "VpdrConfig",
+    "VpdrStrategy",
     "get_strategy",
 ]
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (SecFppStrategy, PromptFlStrategy, DpFplStrategy, LocalStrategy)
+    cls.name: cls
+    for cls in (
+        SecFppStrategy,
+        PromptFlStrategy,
+        DpFplStrategy,
+        LocalStrategy,
+        FedDpaStrategy,
+        IgppStrategy,
+        VpdrStrategy,
+    )
 }
 
 

@@ -46,7 +46,8 @@ class StrategyConfig:
 
     ``lr``: SGD learning rate; ``momentum``: SGD momentum; ``batch_size``: images per step;
     ``n_ctx``: context tokens; ``init_std``: std of the initial context entries; ``seed``: seeds
-    the context initialization and the minibatch order.
+    the context initialization and the minibatch order; ``ctx_init``: a phrase of ``n_ctx``
+    tokens the learned context is an offset from (:class:`PromptLearner`; None: none).
     """
 
     n_ctx: int = 16
@@ -55,6 +56,7 @@ class StrategyConfig:
     batch_size: int = 32
     init_std: float = 0.02
     seed: int = 0
+    ctx_init: str | None = None
 
     def __post_init__(self) -> None:
         self._check_int("n_ctx", 1)
@@ -64,6 +66,10 @@ class StrategyConfig:
         self._check_real("init_std", low=0.0)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise LearningConfigError("seed", f"must be an integer, not {self.seed!r}")
+        if self.ctx_init is not None and not isinstance(self.ctx_init, str):
+            raise LearningConfigError(
+                "ctx_init", f"must be a phrase or None, not {self.ctx_init!r}"
+            )
 
     def _check_int(self, name: str, low: int) -> None:
         value = getattr(self, name)
@@ -164,6 +170,7 @@ class Strategy(ABC):
             use_local=self.use_local,
             init_std=self.config.init_std,
             seed=self.config.seed,
+            ctx_init=self.config.ctx_init,
         )
         self._order = torch.Generator().manual_seed(self.config.seed)
         self._global_before: torch.Tensor | None = None
@@ -255,6 +262,16 @@ class Strategy(ABC):
             raise LearningConfigError("strategy", f"'{self.name}' has no global prompt to update")
         delta = g.detach().double() - self._global_before.double()
         return delta.cpu().numpy().reshape(-1)
+
+    def finish_round(self, update: NDArray[np.float64] | None) -> NDArray[np.float64] | None:
+        """What the round uploads once its epochs are done (``update``: the epochs' summed
+        ``g_i``, returned unchanged by default; ``protopfl-*`` return their prototype block)."""
+        return update
+
+    def adopt_global(self, global_prompt: NDArray[Any] | None) -> None:
+        """Adopt a published global value for evaluation (``G`` by default, when it exists)."""
+        if global_prompt is not None and self.use_global:
+            self.learner.set_global(global_prompt)
 
     # -- views ------------------------------------------------------------------------------
 

@@ -68,7 +68,8 @@ def test_round_returns_update_and_prompt_of_the_right_shape(
     else:
         assert out.global_update is None
     state = strategy.state()
-    expected_prompt = sum(state.values())
+    # the prompt is global + local; other state entries (adapter, prototypes, teacher) are not
+    expected_prompt = state.get("global", 0) + state.get("local", 0)
     np.testing.assert_allclose(out.prompt, np.asarray(expected_prompt).reshape(-1), atol=1e-6)
 
 
@@ -81,6 +82,9 @@ def test_strategy_flags() -> None:
         "promptfl": (True, False, True, False),
         "dpfpl": (True, False, True, True),
         "local": (False, False, False, True),
+        "feddpa": (True, False, True, False),
+        "protopfl-igpp": (False, False, False, True),
+        "protopfl-vpdr": (False, False, False, True),
     }
 
 
@@ -197,7 +201,12 @@ def test_dpfpl_update_is_clipped_for_gdp(tiny_backbone: Backbone, toy_features: 
 @pytest.mark.parametrize(
     ("name", "settings", "message"),
     [
-        ("fedavg", {}, "'name' must be one of dpfpl, local, promptfl, secfpp"),
+        (
+            "fedavg",
+            {},
+            "'name' must be one of dpfpl, feddpa, local, promptfl, protopfl-igpp, "
+            "protopfl-vpdr, secfpp",
+        ),
         ("secfpp", {"rank": 2}, "'rank' is not a setting of StrategyConfig"),
         ("secfpp", {"lr": 0.0}, "'lr' must be a number in"),
         ("secfpp", {"batch_size": 0}, "'batch_size' must be an integer >= 1"),
