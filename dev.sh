@@ -46,6 +46,18 @@ if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] \
         export SECFPP_FASHION_MNIST_DIR="$fashion_local"
     fi
 fi
+# Headless Chromium for the dashboard's browser tests (tests/dashboard), Debian's package
+# driven by Playwright: installed with apt-get as root; without root, say what to install.
+if [ "${1:-}" = test ] && ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "== installing headless Chromium (Debian package chromium) for the dashboard tests"
+        (apt-get install -y -q chromium >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }) \
+            || echo "warning: apt-get install chromium failed" >&2
+    fi
+    command -v chromium >/dev/null 2>&1 \
+        || echo "warning: no chromium: the dashboard's browser tests skip (and fail under CI=true); install it with: sudo apt-get install -y chromium" >&2
+fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 job=${1:-}
 shift || true

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -280,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--split-threshold",
         type=float,
-        default=0.05,
-        help="SecPC splits a cluster when its W2/W1 falls below this",
+        default=0.03,
+        help="SecPC splits a cluster when its W2/W1 falls below this (or when the cut "
+        "confirms a probe holding >= 30%% of the cluster's spread, docs/protocol.md 4)",
     )
     parser.add_argument(
         "--alpha",
@@ -291,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path("runs/demo"))
+    parser.add_argument(
+        "--keep-open",
+        action="store_true",
+        help="keep the coordinator (and its dashboard) up after the last round, until Ctrl-C",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     work = args.workdir.resolve()
@@ -329,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessGroup(work / "logs") as procs:
         deployment = Deployment.start(work, procs)
         _say(f"coordinator up at {deployment.url} (TLS, SQLite at {work / 'coordinator.db'})")
+        _say(_dashboard_note(deployment))
         federation = deployment.create_federation(_federation(args, width))
         fid = federation["id"]
         states = deployment.enroll(fid, [f"org-{p}-{domains[p]}" for p in range(args.participants)])
@@ -352,6 +360,17 @@ def main(argv: list[str] | None = None) -> int:
                 record.zero_shot[p] = float(json.loads(zs.read_text())["accuracy"])
         for p in range(args.participants):
             procs.children[f"participant-{p}"].wait(60)
+        if args.keep_open:
+            _finish(record, federation, work)
+            _keep_open(deployment)
+    if not args.keep_open:
+        _finish(record, federation, work)
+    _say(f"finished in {time.monotonic() - started:.0f} s; all processes stopped")
+    return 0
+
+
+def _finish(record: DemoRecord, federation: dict[str, Any], work: Path) -> None:
+    """Write the plot and report.json, print the report."""
     png = plot(record, work / "demo.png")
     (work / "report.json").write_text(
         json.dumps(
@@ -382,8 +401,34 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
     )
-    _say(f"finished in {time.monotonic() - started:.0f} s; all processes stopped")
-    return 0
+
+
+def _dashboard_note(deployment: Deployment) -> str:
+    """The dashboard's URL and a one-time login link (valid 15 minutes)."""
+    r = deployment.admin.post("/v1/admin/dashboard-links")
+    r.raise_for_status()
+    return (
+        f"dashboard: {deployment.url}/dashboard/ (CA: {deployment.certs.ca_cert}); "
+        f"one-time login link, 15 min: {r.json()['url']}"
+    )
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _keep_open(deployment: Deployment) -> None:
+    """--keep-open: the coordinator stays up (participants have finished) until Ctrl-C
+    or SIGTERM; either ends the demo through its normal exit, which stops every process."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with '&'
+    signal.signal(signal.SIGTERM, _stop)
+    _say("--keep-open: the coordinator stays up; press Ctrl-C to stop it")
+    _say(_dashboard_note(deployment))
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        _say("stopping")
 
 
 def _run_round(
@@ -438,7 +483,10 @@ def _run_round(
         _say(f"  {line}")
     tests = _split_tests(status)
     if tests:
-        _say(f"  split test (split when W2/W1 < threshold): {tests}")
+        _say(
+            f"  split test (split when W2/W1 < threshold, or < 0.15 when the cut confirms "
+            f"the probe): {tests}"
+        )
 
 
 def _split_tests(status: dict[str, Any]) -> str:

@@ -32,10 +32,10 @@ from coordinator.api.params import (
     encode_cursor,
 )
 from coordinator.config import FederationConfig
-from coordinator.db.models import Federation, Participant, Round
+from coordinator.db.models import Federation, Participant
 from coordinator.federations import enrolled_count, get_federation
 from coordinator.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
-from coordinator.rounds import store
+from coordinator.rounds import history, store
 
 __all__ = ["federation_out", "router"]
 
@@ -108,13 +108,12 @@ def list_rounds(
     """Every round of the federation (oldest first) with its stage, deadline and, once
     it ended, when and why. The full status of one round is ``GET .../rounds/{number}``."""
     get_federation(session, federation_id)
-    query = select(Round).where(Round.federation_id == federation_id)
+    after: int | None = None
     if cursor is not None:
         (after,) = decode_cursor(cursor, (int,))
         if not 0 <= after <= INT32_MAX:
             raise bad_cursor()
-        query = query.where(Round.number > after)
-    rows = list(session.scalars(query.order_by(Round.number).limit(limit + 1)))
+    rows = history.rounds_of(session, federation_id, after=after, limit=limit + 1)
     page, more = rows[:limit], len(rows) > limit
     return RoundPage(
         items=[

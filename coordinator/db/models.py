@@ -22,6 +22,11 @@ Ownership of the data:
 * ``participant_metrics`` numbers a participant reported about a round (e.g. held-out
   accuracy of the published prompt), one row per ``(round_id, participant, name)``;
   never data, never a prompt.
+* ``ledger_refusals`` one row per round start the privacy ledger refused (the round was
+  never created; the row says which number it would have had and why);
+* ``dashboard_sessions`` the dashboard's login sessions and one-time login links, as
+  SHA-256 digests of the cookie / link secret, with the digest of the admin credential
+  that opened them (a revoked credential ends its sessions).
 """
 
 from __future__ import annotations
@@ -51,8 +56,10 @@ __all__ = [
     "Base",
     "ClusterPrompt",
     "CodedResult",
+    "DashboardSession",
     "EnrollmentToken",
     "Federation",
+    "LedgerRefusal",
     "Participant",
     "ParticipantMetric",
     "PrivacyLedgerEntry",
@@ -251,3 +258,29 @@ class ParticipantMetric(Base):
     name: Mapped[str] = mapped_column(String(40))
     value: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime]
+
+
+class LedgerRefusal(Base):
+    __tablename__ = "ledger_refusals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), index=True)
+    round_number: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+
+class DashboardSession(Base):
+    __tablename__ = "dashboard_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    """``session`` (a login cookie) or ``link`` (a one-time login link)."""
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    admin_name: Mapped[str] = mapped_column(String(64))
+    credential_hash: Mapped[str] = mapped_column(String(64))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]

@@ -25,7 +25,7 @@ from coordinator.db.models import Participant, ParticipantMetric, Round
 from coordinator.errors import ProblemError
 from coordinator.rounds.service import get_round
 
-__all__ = ["federation_metrics", "record_metrics", "round_metrics"]
+__all__ = ["federation_metrics", "metric_values", "record_metrics", "round_metrics"]
 
 Table = dict[str, dict[str, float]]
 """Participant index (as a string, like every index-keyed map of the API) -> name -> value."""
@@ -129,3 +129,15 @@ def federation_metrics(session: Session, federation_id: str) -> FederationMetric
             for round_id, number, stage in rounds
         ],
     )
+
+
+def metric_values(session: Session, federation_id: str, name: str) -> list[tuple[int, int, float]]:
+    """``(round number, participant index, value)`` of one metric over the federation's
+    rounds, by round then participant (one query, no documents built)."""
+    rows = session.execute(
+        select(Round.number, ParticipantMetric.participant, ParticipantMetric.value)
+        .join(Round, Round.id == ParticipantMetric.round_id)
+        .where(Round.federation_id == federation_id, ParticipantMetric.name == name)
+        .order_by(Round.number, ParticipantMetric.participant)
+    )
+    return [(int(n), int(i), float(v)) for n, i, v in rows]

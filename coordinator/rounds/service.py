@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
@@ -20,7 +21,7 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import Federation, Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.prompts import initial_prompt
-from coordinator.rounds import store
+from coordinator.rounds import history, store
 from coordinator.rounds.driver import stage_deadline
 from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.protocol import ClusterRow, planned_releases
@@ -98,12 +99,17 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
     published = store.latest_published(session, federation.id)
     if published is None:
         membership, generation = Membership.initial(indices), 0
-        if not store.generation_prompts(session, federation.id, 0, config.prompt.size):
+        if not store.generation_prompts(session, federation.id, 0, config.aggregation_length):
+            first = (  # protopfl: no prototypes yet (all class weights 0)
+                initial_prompt(config)
+                if config.prototypes is None
+                else np.zeros(config.aggregation_length)
+            )
             store.write_clusters(
                 session,
                 federation.id,
                 0,
-                [ClusterRow(0, tuple(indices), initial_prompt(config))],
+                [ClusterRow(0, tuple(indices), first)],
                 now,
             )
     else:
@@ -126,6 +132,7 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
                 delta=config.dp.delta,
             )
         except PrivacyBudgetError as err:
+            history.record_ledger_refusal(session, federation.id, number, str(err), now)
             raise ProblemError("privacy_budget_exceeded", str(err)) from None
     rnd = Round(
         id=str(uuid.uuid4()),
