@@ -8,8 +8,9 @@ coded path reproduces exactly) for three rounds from one cluster. Reported per l
 the fraction of runs with a split, and with a split whose clusters have purity >= 0.9.
 
 Layouts: one group of 6 / 8 / 10 / 16 (every split is false), two groups 4 + 4, 5 + 5,
-7 + 3, and 5 + 5 with a near-identical pair of outliers (offset ``1.5`` or ``3`` times
-``sqrt(r)``) inside one group, the case that blocked DESIGN.md's singleton test.
+7 + 3, and 5 + 5 / 4 + 4 / 7 + 3 with a near-identical pair of outliers (offset ``1.5``,
+``3`` or ``5`` times ``sqrt(r)``, 0.01 apart) inside the first group, the case that
+blocked DESIGN.md's singleton test.
 
 Usage: ``python -m bench.clustering [--runs 150] [--threshold 0.05]``
 """
@@ -63,7 +64,7 @@ def rate(
             )
             assert refs is not None
             noisy = x + 0.2 * rng.standard_normal(x.shape)
-            result = secpc_step(plaintext_distances(noisy, refs), membership, config)
+            result = secpc_step(plaintext_distances(list(noisy), refs), membership, config)
             membership = result.membership
             if result.splits:
                 split += 1
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.clustering", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=150)
-    parser.add_argument("--threshold", type=float, default=0.05)
+    parser.add_argument("--threshold", type=float, default=ClusteringConfig().split_threshold)
     args = parser.parse_args(argv)
     config = ClusteringConfig(split_threshold=args.threshold)
     started = time.monotonic()
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         ("7 + 3", (7, 3), 0.0),
         ("5 + 5, pair 1.5", (5, 5), 1.5),
         ("5 + 5, pair 3", (5, 5), 3.0),
+        ("5 + 5, pair 5", (5, 5), 5.0),
+        ("4 + 4, pair 3", (4, 4), 3.0),
+        ("7 + 3, pair 3", (7, 3), 3.0),
     ]
     for gap in (1.0, 1.5, 2.5):
         cells = []

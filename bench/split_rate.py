@@ -1,15 +1,18 @@
 """How reliably SecPC parts the domains of the demo's setting, and how often it splits one.
 
 For each seed, the demo's federation (default: 8 participants, ``two-domain``: half on
-handwritten digits, half on printed letters, Dirichlet(0.5) labels inside each domain,
+handwritten digits, half on printed letters, Dirichlet(5) labels inside each domain,
 300 images each, 2 local epochs per round, SecPC from round 1) runs in simulation mode
 (:func:`demo.simulation.simulate`: the real coordinator app and participant engines in one
 process, real training on the shipped ``tiny-offline`` CLIP). It records, per round, the
 published clusters' purity against the true domains and the split statistic ``W2/W1``.
 
 * **parted**: purity >= 0.9 by round ``--by`` (default 3), and the round it first happened;
+* **membership changes** per round, and how many came after the domains had parted
+  (flip-flops; a stable clustering has none);
 * **false splits**: the same federation size on the ``single`` setting (everybody on
-  handwritten digits): the fraction of seeds with more than one cluster after any round.
+  handwritten digits): the fraction of seeds with more than one cluster after any round
+  (``--single-seeds N`` for more seeds than ``--seeds``, ``--no-single`` to skip).
 
 Usage: ``python -m bench.split_rate [--seeds 10] [--participants 8] [--rounds 3]``
 (``--quick``: 1 seed, 1 round, 6 participants, 60 images: the smoke run the test suite runs).
@@ -23,6 +26,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import itertools
 import json
 import logging
 import time
@@ -52,7 +56,7 @@ def run_setting(
     direction: bool = True,
 ) -> list[dict[str, Any]]:
     """One simulated federation per seed; per-round purity, clusters and ``W2/W1``."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for seed in seeds:
         started = time.monotonic()
         built = setting_partition(
@@ -72,7 +76,14 @@ def run_setting(
             reduce_direction=direction,
         )
         result = simulate(data, backbone, config, seed=seed)
-        purity = [cluster_purity(r.clusters, domains) for r in result.rounds]
+        purity = [cluster_purity(r.clusters, domains) for r in result.rounds]  # type: ignore[arg-type]  # names, not ints: cluster_purity only compares keys
+        sets = [sorted(sorted(c) for c in r.clusters) for r in result.rounds]
+        changes = [int(a != b) for a, b in itertools.pairwise(sets)]
+        after_parted = [
+            c
+            for number, c in zip(range(2, len(sets) + 1), changes, strict=True)
+            if any(p >= 0.9 for p in purity[: number - 1])
+        ]
         parted_at = next(
             (r.number for r, p in zip(result.rounds, purity, strict=True) if p >= 0.9), None
         )
@@ -84,6 +95,8 @@ def run_setting(
                 "clusters": [len(r.clusters) for r in result.rounds],
                 "split_ratios": [r.split_ratios for r in result.rounds],
                 "parted_at": parted_at,
+                "membership_changes": changes,
+                "changes_after_parted": sum(after_parted),
                 "stages": [r.stage for r in result.rounds],
                 "seconds": round(time.monotonic() - started, 1),
             }
@@ -112,11 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--images", type=int, default=300)
     parser.add_argument("--setting", default="two-domain")
-    parser.add_argument("--split-threshold", type=float, default=0.05)
+    parser.add_argument("--split-threshold", type=float, default=0.03)
     parser.add_argument("--alpha", type=float, default=5.0, help="Dirichlet label skew")
     parser.add_argument(
         "--no-direction", action="store_true", help="cluster x_i = reduce(P_i) itself"
     )
+    parser.add_argument(
+        "--single-seeds", type=int, default=None, help="seeds of the single run (default --seeds)"
+    )
+    parser.add_argument("--no-single", action="store_true", help="skip the false-split run")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/split_rate.json"))
     args = parser.parse_args(argv)
@@ -141,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.monotonic()
     print(f"== {args.setting}: {args.participants} participants, {args.seeds} seeds")
-    multi = run_setting(args.setting, **common)  # type: ignore[arg-type]
-    print(f"== single: {args.participants} participants, {args.seeds} seeds (false splits)")
-    single = run_setting("single", **common)  # type: ignore[arg-type]
+    multi = run_setting(args.setting, **common)
+    n_single = args.seeds if args.single_seeds is None else args.single_seeds
+    if not args.no_single:
+        print(f"== single: {args.participants} participants, {n_single} seeds (false splits)")
+    single_common = {**common, "seeds": list(range(n_single))}
+    single = [] if args.no_single else run_setting("single", **single_common)
     parted = [r for r in multi if r["parted_at"] is not None and r["parted_at"] <= args.by]
     false = [r for r in single if max(r["clusters"]) > 1]
     summary = {
@@ -155,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         "parted": len(parted),
         "parted_rounds": [r["parted_at"] for r in multi],
         "false_splits": len(false),
+        "single_seeds": len(single),
+        "changes_after_parted": sum(r["changes_after_parted"] for r in multi),
         "split_threshold": args.split_threshold,
         "alpha": args.alpha,
         "direction": not args.no_direction,
@@ -165,9 +187,14 @@ def main(argv: list[str] | None = None) -> int:
         f"first round with purity >= 0.9 per seed: {summary['parted_rounds']}"
     )
     print(
-        f"false splits on the single-domain federation: {len(false)} of {args.seeds} "
-        f"({100 * len(false) / max(args.seeds, 1):.0f}%)"
+        "membership changes after the domains parted (flip-flops): "
+        f"{summary['changes_after_parted']} in {len(multi)} runs"
     )
+    if single:
+        print(
+            f"false splits on the single-domain federation: {len(false)} of {len(single)} "
+            f"({100 * len(false) / len(single):.0f}%)"
+        )
     print(f"{summary['seconds']:.0f} s in all")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"summary": summary, "runs": multi + single}, indent=1))

@@ -8,15 +8,27 @@ distance stage measures against (a proper subset of the cluster, see below).
 point-to-reference-set distances, ``E``: squared centre-centre distances) and the current
 membership to the next membership:
 
-1. assign every present participant whose cluster is a reference set to its nearest
-   cluster centre, ``a(i) = argmin_c D[i, c]`` (ties: lowest cluster id); the others keep
-   their cluster;
+1. **assign** (Hartigan's rule) every present participant whose cluster is a reference
+   set: member ``i`` of ``c`` (``m_c`` present members) goes to the cluster ``c'`` of least
+   cost, ``m_c / (m_c - 1) D[i, c]`` for its own cluster (the sum of squares its leaving
+   frees: ``x_i`` pulls ``mu_c`` towards itself) and ``m_c' / (m_c' + 1) D[i, c']`` for
+   another (what joining adds), ties to the lowest id; every move lowers the total
+   within-cluster sum of squares. Plain nearest-centre assignment kept a member that a
+   split had put on the wrong side there, since its own pull makes its cluster look
+   nearest. Participants whose cluster is not a reference set keep it;
 2. **split** (at most one per cluster, never beyond ``max_clusters``): for a cluster ``c``
    with a probe ``P``, every member's self-corrected coordinate ``f_i`` on the axis between
    ``P`` and the rest of ``c`` is computed from ``D[., c]`` and ``D[., P]`` alone
-   (:func:`crypto.split_test.probe_coordinates`); the best two-means cut of the ``f``
+   (:func:`crypto.split_test.probe_coordinates`), far members are set aside
+   (:func:`crypto.split_test.far_members`), and the best two-means cut of the ``f``
    (both parts of at least ``min_aggregation_size``, outliers trimmed,
-   :func:`crypto.split_test.best_cut`) splits ``c`` when ``W2 / W1 < split_threshold``.
+   :func:`crypto.split_test.best_cut`) splits ``c`` when either
+   (a) ``W2 / W1 < split_threshold`` (a clean gap on the axis), or
+   (b) the cut reproduces the probe partition (up to :data:`PROBE_SLACK` member), that
+   partition holds ``beta_P >= probe_fraction`` of the cluster's full-dimensional sum of
+   squares (:func:`crypto.split_test.probe_between_fraction`) and
+   ``W2 / W1 < probe_ratio`` (a probe that the power iteration below has turned towards
+   two groups, confirmed by the fresh round's prompts).
    The smaller part becomes the new cluster (equal parts: the one without the lowest
    participant id, so the outcome does not depend on the probe drawn). ``W2 / W1`` of every
    tested cluster is recorded in :attr:`StepResult.split_ratios`;
@@ -26,7 +38,9 @@ membership to the next membership:
 4. empty clusters disappear. The next probe of a tested cluster that neither split nor
    merged is the set of its (untrimmed) members above the mean coordinate (a sign step of
    the power iteration towards the direction of largest spread, which two groups
-   dominate); other clusters get a fresh probe drawn by :meth:`Membership.reference_sets`.
+   dominate), plus every other set-aside member by coordinate, so that the two members
+   of a far near-identical pair straddle the probe and their pulls on the next axis
+   cancel; other clusters get a fresh probe drawn by :meth:`Membership.reference_sets`.
 
 Why probes and not DESIGN.md's singleton candidate ``{k}``. A distance to a one-member
 set is a distance to one participant's prompt, which the coordinator must not learn
@@ -41,15 +55,9 @@ each member's own noise towards its own part. First probes have an odd size near
 balanced probe has no axis to offer).
 
 Measured on simulated prompts (``r = 128``, unit per-coordinate spread, persistent
-member offsets plus 0.2 jitter per round, 150 seeds, ``split_threshold = 0.05``, three
-rounds): a single group of 6 / 8 / 10 / 16 members is split in 5% / 3% / 0% / 0% of the
-runs; two groups with centres ``1.5 sqrt(r)`` from the origin in random directions are
-parted (purity >= 0.9) in 100% of the runs for 4 + 4, 5 + 5 and 7 + 3 (99% at
-``1.0 sqrt(r)``). With a near-identical pair of outliers (offset ``1.5 sqrt(r)``) inside
-one of two groups, 93% (groups at ``1.5 sqrt(r)``) and 100% (``2.5 sqrt(r)``); a pair
-offset ``3 sqrt(r)``, farther out than the groups are apart, still blocks about a quarter
-of the runs at ``2.5 sqrt(r)`` (known limit). ``bench/clustering.py``
-repeats these measurements.
+member offsets plus 0.2 jitter per round, three rounds, ``python -m bench.clustering``)
+and on the demo's real prompts (``python -m bench.split_rate``): see the README,
+"Clustering on the demo's setting", for the figures.
 
 Participants absent from ``D`` (they did not share this round) keep their cluster (and
 follow it if it merges).
@@ -68,7 +76,7 @@ from numpy.typing import NDArray
 
 from crypto.errors import ParameterError
 from crypto.secpc import Distances, ReferenceSets
-from crypto.split_test import best_cut, probe_coordinates
+from crypto.split_test import best_cut, far_members, probe_between_fraction, probe_coordinates
 
 __all__ = [
     "ClusteringConfig",
@@ -89,6 +97,12 @@ group is often clean, and two small halves of one group are not merged back (the
 centres are farther apart than their spreads)."""
 
 
+PROBE_SLACK = 1
+"""The cut confirms the probe partition when it differs from it (or its complement) by at
+most this many members; one misplaced member moves to its own group at the next
+assignment (step 1, Hartigan's rule)."""
+
+
 @dataclass(frozen=True)
 class ClusteringConfig:
     """Factors of the clustering step (module docstring).
@@ -103,15 +117,22 @@ class ClusteringConfig:
         max_clusters: upper bound on the number of clusters.
         max_trim, trim_factor: outlier trimming of the split test
             (:func:`crypto.split_test.best_cut`).
+        probe_fraction, probe_ratio: the second way to split (module doc, step 2): the
+            cut reproduces the probe partition, the probe partition holds at least
+            ``probe_fraction`` of the cluster's total sum of squares
+            (:func:`crypto.split_test.probe_between_fraction`) and ``W2 / W1 <
+            probe_ratio``.
     """
 
-    split_threshold: float = 0.05
+    split_threshold: float = 0.03
     merge_factor: float = 1.0
     min_aggregation_size: int = 3
     min_reference_size: int = 2
     max_clusters: int = 8
     max_trim: int = 2
     trim_factor: float = 3.0
+    probe_fraction: float = 0.30
+    probe_ratio: float = 0.15
 
     def __post_init__(self) -> None:
         if not 0 < self.split_threshold <= 1:
@@ -134,6 +155,12 @@ class ClusteringConfig:
             raise ParameterError("max_trim", f"must be in [0, 4], not {self.max_trim}")
         if not self.trim_factor > 1:
             raise ParameterError("trim_factor", f"must be > 1, not {self.trim_factor}")
+        if not 0 < self.probe_fraction <= 1.5:
+            raise ParameterError(
+                "probe_fraction", f"must be in (0, 1.5] (above 1: never), not {self.probe_fraction}"
+            )
+        if not 0 < self.probe_ratio <= 1:
+            raise ParameterError("probe_ratio", f"must be in (0, 1], not {self.probe_ratio}")
 
 
 def initial_probe(
@@ -326,9 +353,15 @@ def _assign(
     for c, members in membership.clusters:
         for m in members:
             assignment[m] = c
+    sizes = np.array([len(m) for _, m in refs.clusters], dtype=np.float64)
     for p in refs.participants:
         if assignment.get(p, ids[0]) in referenced or p not in assignment:
-            assignment[p] = _argmin_cluster(distances.point[row[p], : len(ids)], ids)
+            cost = distances.point[row[p], : len(ids)] * sizes / (sizes + 1.0)
+            own = assignment.get(p)
+            if own in referenced:  # leaving costs the exact SS it frees (Hartigan)
+                k = ids.index(own)
+                cost[k] = distances.point[row[p], k] * sizes[k] / max(sizes[k] - 1.0, 1e-12)
+            assignment[p] = _argmin_cluster(cost, ids)
     groups: dict[int, list[int]] = {}
     for p in sorted(assignment):
         groups.setdefault(assignment[p], []).append(p)
@@ -360,18 +393,35 @@ def secpc_step(
         if not 2 <= len(probe) <= len(members) - 2:
             continue  # no axis to measure (min_reference_size = 1 allows such probes)
         rows = [row[i] for i in members]
-        f = probe_coordinates(D[rows, col_of[c]], D[rows, probe_col[c]], np.isin(members, probe))
+        in_probe = np.isin(members, probe)
+        f = probe_coordinates(D[rows, col_of[c]], D[rows, probe_col[c]], in_probe)
+        beta = probe_between_fraction(D[rows, col_of[c]], D[rows, probe_col[c]], in_probe)
+        aside = far_members(
+            D[rows, col_of[c]],
+            max_trim=config.max_trim,
+            trim_factor=config.trim_factor,
+            group_size=config.min_aggregation_size,
+        )
         cut = best_cut(
             f,
             min_size=config.min_aggregation_size,
             max_trim=config.max_trim,
             trim_factor=config.trim_factor,
+            aside=aside,
         )
         ratios[c] = cut.ratio
         high = {members[n] for n in cut.high}
         still = set(groups.get(c, []))
-        refined[c] = tuple(members[n] for n in cut.above)
-        if not cut.ratio < config.split_threshold or n_clusters >= config.max_clusters:
+        # set-aside members straddle the next probe (every other one by coordinate), so
+        # that a near-identical far pair pulls its two sides alike and not the axis
+        straddle = sorted(cut.trimmed, key=lambda n: (f[n], n))[::2]
+        refined[c] = tuple(sorted(members[n] for n in (*cut.above, *straddle)))
+        rest = set(members) - set(probe)
+        confirmed = min(len(high ^ set(probe)), len(high ^ rest)) <= PROBE_SLACK
+        passes = cut.ratio < config.split_threshold or (
+            confirmed and beta >= config.probe_fraction and cut.ratio < config.probe_ratio
+        )
+        if not passes or n_clusters >= config.max_clusters:
             continue
         high_part, low_part = sorted(still & high), sorted(still - high)
         if min(len(high_part), len(low_part)) < config.min_aggregation_size:

@@ -21,6 +21,8 @@ def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:
     assert summary["participants"] == 6
     assert 0 <= summary["parted"] <= 1
     assert 0 <= summary["false_splits"] <= 1
+    assert summary["single_seeds"] == 1
+    assert summary["changes_after_parted"] >= 0
     settings = [run["setting"] for run in data["runs"]]
     assert settings == ["two-domain", "single"]
     for run in data["runs"]:
@@ -28,6 +30,7 @@ def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:
         assert len(run["purity"]) == 1
         assert 0.5 <= run["purity"][0] <= 1.0
         assert set(run["split_ratios"][0]) == {"0"}  # six members: the cluster was probed
+        assert run["membership_changes"] == []  # one round: nothing to compare with
 
 
 @pytest.mark.parametrize(
