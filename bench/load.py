@@ -28,6 +28,7 @@ Usage::
     python -m bench.load --participants 16 --dim 10000 --sqlite
     python -m bench.load --json load.json      # also write the figures as JSON
     python -m bench.load --workers 2           # two coordinator processes (uvicorn --workers)
+    python -m bench.load --json-bodies         # base64 JSON shares and inboxes (the old way)
 """
 
 from __future__ import annotations
@@ -215,7 +216,13 @@ async def _run(
         )
         r.raise_for_status()
         members = [
-            LoadMember(Connection(host, int(port)), f"org-{i}", samples, pool=pool)
+            LoadMember(
+                Connection(host, int(port)),
+                f"org-{i}",
+                samples,
+                pool=pool,
+                binary=not args.json_bodies,
+            )
             for i in range(args.participants)
         ]
         await asyncio.gather(
@@ -300,6 +307,7 @@ def _report(result: dict[str, Any], args: argparse.Namespace, backend: str) -> b
     result["rounds_per_minute"] = per_minute
     print(
         f"\n{args.participants} participants, d = {args.dim}, {backend}, "
+        f"{'JSON' if args.json_bodies else 'binary'} share and inbox bodies, "
         f"{len(published)}/{args.rounds} rounds published in {total_s:.1f} s "
         f"({per_minute:.2f} rounds per minute)"
     )
@@ -380,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
         help="processes of the load generator that open inboxes and compute coded results",
     )
     parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument(
+        "--json-bodies",
+        action="store_true",
+        help="JSON share uploads and inboxes (base64) instead of application/octet-stream",
+    )
     args = parser.parse_args(argv)
     if not 3 <= args.participants <= 256 or not 1 <= args.rounds <= 10:
         parser.error("--participants must be in [3, 256] and --rounds in [1, 10]")

@@ -9,8 +9,10 @@
   (:class:`bench.loadhttp.Connection`) with the production protocol code
   (:mod:`participant.protocol`): it seals real shares, opens its real inbox and uploads
   real coded results with their request digests, so the coordinator decodes and
-  publishes exactly as in a deployment. Its share upload for a round is prepared (sealed
-  and JSON-encoded) before the round starts (:meth:`LoadMember.prepare`), and opening
+  publishes exactly as in a deployment. Share uploads and inboxes are binary
+  (``application/octet-stream``, :mod:`crypto.wire` batches) as the daemon's are, or
+  base64 JSON with ``binary=False`` (``--json-bodies``). Its share upload for a round is
+  prepared (sealed and encoded) before the round starts (:meth:`LoadMember.prepare`), and opening
   the inbox and computing the coded result (:func:`compute_result`) run in a process
   pool when one is given, so that a load run measures the coordinator rather than the
   clients: the process that times the requests does little besides sending them.
@@ -38,6 +40,7 @@ from crypto.transport import (
     private_key_bytes,
     public_key_bytes,
 )
+from crypto.wire import pack_envelopes, unpack_inbox
 from participant.engine import TrainOutput
 from participant.protocol import (
     aggregation_payload,
@@ -51,6 +54,8 @@ from participant.protocol import (
 __all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of"]
 
 JSON = {"Content-Type": "application/json"}
+OCTETS = {"Content-Type": "application/octet-stream"}
+BINARY_INBOX = {"Accept": "application/octet-stream"}
 
 
 def group_of(index: int) -> int:
@@ -115,6 +120,8 @@ class LoadMember:
     federation_id: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
+    binary: bool = True
+    """Binary share uploads and inboxes (False: the JSON bodies, for comparison)."""
     done: set[tuple[int, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -193,10 +200,15 @@ class LoadMember:
             update=out.update,
             rng=self.rng,
         )
-        self.prepared[number] = {
-            "expect": sharing_task["sharing"],
-            "body": json.dumps(body, separators=(",", ":")).encode(),
-        }
+        if self.binary:
+            records = [
+                (int(e["recipient"]), str(e["kind"]), base64.b64decode(e["ciphertext"]))
+                for e in body["envelopes"]
+            ]
+            encoded = pack_envelopes(records)
+        else:
+            encoded = json.dumps(body, separators=(",", ":")).encode()
+        self.prepared[number] = {"expect": sharing_task["sharing"], "body": encoded}
 
     async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
         """Poll and act until round ``number`` ends; returns its final stage."""
@@ -227,13 +239,14 @@ class LoadMember:
         if prepared is None or prepared["expect"] != task["sharing"]:
             raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
         path = f"/v1/participants/me/rounds/{number}/shares"
-        r = await self.call("shares", "POST", path, content=prepared["body"], headers=JSON)
+        headers = OCTETS if self.binary else JSON
+        r = await self.call("shares", "POST", path, content=prepared["body"], headers=headers)
         if r.status_code == 200:
             self.done.add((number, "share"))
 
     async def _result(self, task: dict[str, Any], number: int, stage: str) -> None:
         path = f"/v1/participants/{self.participant_id}/rounds/{number}/inbox"
-        r = await self.call("inbox", "GET", path)
+        r = await self.call("inbox", "GET", path, headers=BINARY_INBOX if self.binary else None)
         if r.status_code != 200:
             return
         args = (
@@ -277,7 +290,7 @@ def compute_result(
     inbox: bytes,
     stage: str,
 ) -> tuple[bytes, str]:
-    """Open the inbox (JSON bytes) and compute the packed coded result of ``stage``
+    """Open the inbox (JSON or binary bytes) and compute the packed coded result of ``stage``
     (``distances`` or ``aggregation``) and its request digest, as the daemon does.
 
     Plain arguments (the raw X25519 private key), so that it can run in another process.
@@ -290,8 +303,21 @@ def compute_result(
         kind, spec = "update", params.aggregation_field
         size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
         length = params.aggregation_lcc().chunk_length(size)
+    if inbox.startswith(b"SFI"):
+        number, recipient, senders, records = unpack_inbox(inbox)
+        document: dict[str, Any] = {
+            "round": number,
+            "recipient": recipient,
+            "senders": senders,
+            "envelopes": [
+                {"sender": s, "kind": k, "ciphertext": base64.b64encode(c).decode()}
+                for s, k, c in records
+            ],
+        }
+    else:
+        document = json.loads(inbox)
     opened = open_inbox(
-        json.loads(inbox),
+        document,
         kind=kind,
         context_stage=f"sharing-{kind}",
         prime=spec.prime,

@@ -35,7 +35,11 @@ whose ``reason`` is one of :data:`WIRE_ERROR_REASONS`:
 * ``length_mismatch`` — body is not exactly ``count * width`` bytes (truncated or
   trailing bytes);
 * ``value_out_of_range`` — an element is ``>= p`` (or, when packing, negative);
-* ``bad_shape`` / ``bad_dtype`` — packing was given a wrong-rank or non-integer array.
+* ``bad_shape`` / ``bad_dtype`` — packing was given a wrong-rank or non-integer array;
+* ``bad_kind`` — an envelope record names no kind of :data:`ENVELOPE_KINDS`.
+
+Sealed-envelope batches (share uploads and inboxes, binary bodies of the API) have
+layouts of their own, see :func:`pack_envelopes` and :func:`pack_inbox`.
 
 >>> import numpy as np
 >>> data = pack_field_vector(np.array([0, 1, 2**31 - 2]), prime=2**31 - 1)
@@ -57,14 +61,19 @@ from crypto.errors import ParameterError, WireFormatError
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",
+    "ENVELOPE_KINDS",
     "FORMAT_VERSION",
     "MAX_PRIME",
     "WIRE_ERROR_REASONS",
     "element_width",
+    "pack_envelopes",
     "pack_field_matrix",
     "pack_field_vector",
+    "pack_inbox",
+    "unpack_envelopes",
     "unpack_field_matrix",
     "unpack_field_vector",
+    "unpack_inbox",
 ]
 
 FORMAT_VERSION: Final = 1
@@ -87,6 +96,7 @@ WIRE_ERROR_REASONS: Final = frozenset(
         "value_out_of_range",
         "bad_shape",
         "bad_dtype",
+        "bad_kind",
     }
 )
 
@@ -276,3 +286,179 @@ def _unpack(
             reason="value_out_of_range",
         )
     return raw.astype(np.int64).reshape(shape)
+
+
+# -- sealed-envelope batches ---------------------------------------------------------------
+ENVELOPE_KINDS: Final = ("prompt", "update")
+"""Envelope kinds by their code on the wire (0: prompt shares, 1: update shares)."""
+DEFAULT_MAX_ENVELOPES: Final = 4096
+"""Default cap on the records of a batch a receiver accepts."""
+
+_MAGIC_BATCH: Final = b"SFE"
+_MAGIC_INBOX: Final = b"SFI"
+_BATCH_HEADER: Final = struct.Struct("<3sBI")  # magic, version, record count n
+_RECORD: Final = struct.Struct("<IB3sI")  # peer, kind code, reserved, ciphertext length
+_INBOX_HEADER: Final = struct.Struct("<3sBIQI4s")  # magic, version, m, round, recipient, 0
+_U32: Final = 2**32
+
+Envelope = tuple[int, str, bytes]
+"""One record: (peer index, kind, ciphertext); the peer is the recipient in an upload
+and the sender in an inbox."""
+
+
+def pack_envelopes(records: list[Envelope] | tuple[Envelope, ...]) -> bytes:
+    """Pack sealed envelopes into one batch (little-endian)::
+
+        offset  size  field
+        0       3     magic b"SFE"
+        3       1     format version, FORMAT_VERSION = 1
+        4       4     record count n, uint32
+        8       ...   n records: peer uint32, kind code uint8 (index in ENVELOPE_KINDS),
+                      3 reserved zero bytes, length L uint32, then L ciphertext bytes
+
+    so a batch is ``8 + sum(12 + L_i)`` bytes. Raises :class:`ParameterError` for a peer
+    outside ``[0, 2**32)``, an unknown kind or a ciphertext of ``2**32`` bytes or more.
+    """
+    parts = [_BATCH_HEADER.pack(_MAGIC_BATCH, FORMAT_VERSION, len(records))]
+    for peer, kind, ciphertext in records:
+        if isinstance(peer, bool) or not isinstance(peer, int) or not 0 <= peer < _U32:
+            raise ParameterError("peer", f"must be an integer in [0, 2**32), not {peer!r}")
+        if kind not in ENVELOPE_KINDS:
+            raise ParameterError("kind", f"must be one of {ENVELOPE_KINDS}, not {kind!r}")
+        if len(ciphertext) >= _U32:
+            raise ParameterError("ciphertext", f"must be under 2**32 bytes, not {len(ciphertext)}")
+        parts.append(_RECORD.pack(peer, ENVELOPE_KINDS.index(kind), _RESERVED, len(ciphertext)))
+        parts.append(bytes(ciphertext))
+    return b"".join(parts)
+
+
+def unpack_envelopes(data: bytes, *, max_count: int = DEFAULT_MAX_ENVELOPES) -> list[Envelope]:
+    """Unpack a batch made by :func:`pack_envelopes`, strictly: a short or wrong header
+    (``too_short``, ``bad_magic``, ``unsupported_version``), more than ``max_count``
+    records (``too_large``, checked before reading them), a record running past the end
+    or bytes left over (``length_mismatch``), an unknown kind code (``bad_kind``) or a
+    set reserved byte (``reserved_nonzero``) raise :class:`WireFormatError`.
+    """
+    _check_count("max_count", max_count)
+    records, end = _unpack_batch(memoryview(data).cast("B"), 0, max_count)
+    if end != len(data):
+        raise WireFormatError(
+            f"{len(data) - end} bytes follow the last envelope record", reason="length_mismatch"
+        )
+    return records
+
+
+def pack_inbox(
+    round_number: int, recipient: int, senders: list[int], records: list[Envelope]
+) -> bytes:
+    """Pack an inbox: the envelopes addressed to ``recipient`` in round ``round_number``
+    from the ``senders`` whose shares were delivered (little-endian)::
+
+        offset  size  field
+        0       3     magic b"SFI"
+        3       1     format version, FORMAT_VERSION = 1
+        4       4     sender count m, uint32
+        8       8     round number, uint64
+        16      4     recipient, uint32
+        20      4     reserved, zero
+        24      4m    the senders, uint32 each
+        24+4m   ...   the envelopes as one batch of :func:`pack_envelopes` (peer = sender)
+    """
+    for name, value in (("round_number", round_number), ("recipient", recipient)):
+        limit = 2**64 if name == "round_number" else _U32
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+            raise ParameterError(name, f"must be a non-negative integer below {limit}: {value!r}")
+    if any(not 0 <= s < _U32 for s in senders):
+        raise ParameterError("senders", "must be integers in [0, 2**32)")
+    head = _INBOX_HEADER.pack(
+        _MAGIC_INBOX, FORMAT_VERSION, len(senders), round_number, recipient, b"\x00" * 4
+    )
+    return head + np.asarray(senders, dtype="<u4").tobytes() + pack_envelopes(records)
+
+
+def unpack_inbox(
+    data: bytes, *, max_count: int = DEFAULT_MAX_ENVELOPES
+) -> tuple[int, int, list[int], list[Envelope]]:
+    """Unpack an inbox made by :func:`pack_inbox`: ``(round, recipient, senders,
+    envelopes)``; the same checks as :func:`unpack_envelopes` (``max_count`` bounds the
+    senders and the envelopes alike)."""
+    _check_count("max_count", max_count)
+    view = memoryview(data).cast("B")
+    if len(view) < _INBOX_HEADER.size:
+        raise WireFormatError(
+            f"payload is {len(view)} bytes, shorter than the {_INBOX_HEADER.size}-byte header",
+            reason="too_short",
+        )
+    magic, version, count, round_number, recipient, reserved = _INBOX_HEADER.unpack_from(view)
+    _check_magic_version(bytes(magic), _MAGIC_INBOX, version)
+    if reserved != b"\x00" * 4:
+        raise WireFormatError("reserved inbox header bytes must be zero", reason="reserved_nonzero")
+    if count > max_count:
+        raise WireFormatError(
+            f"sender count {count} exceeds the limit of {max_count}", reason="too_large"
+        )
+    start = _INBOX_HEADER.size + 4 * count
+    if len(view) < start:
+        raise WireFormatError(
+            f"payload is {len(view)} bytes, too short for {count} senders", reason="length_mismatch"
+        )
+    senders = np.frombuffer(view[_INBOX_HEADER.size : start], dtype="<u4").tolist()
+    records, end = _unpack_batch(view, start, max_count)
+    if end != len(view):
+        raise WireFormatError(
+            f"{len(view) - end} bytes follow the last envelope record", reason="length_mismatch"
+        )
+    return int(round_number), int(recipient), [int(s) for s in senders], records
+
+
+def _check_magic_version(magic: bytes, want: bytes, version: int) -> None:
+    if magic != want:
+        raise WireFormatError(f"magic must be {want!r}, not {magic!r}", reason="bad_magic")
+    if version != FORMAT_VERSION:
+        raise WireFormatError(
+            f"format version must be {FORMAT_VERSION}, not {version}",
+            reason="unsupported_version",
+        )
+
+
+def _unpack_batch(view: memoryview, offset: int, max_count: int) -> tuple[list[Envelope], int]:
+    """The records of the batch at ``offset`` and the offset just past it."""
+    if len(view) - offset < _BATCH_HEADER.size:
+        raise WireFormatError(
+            f"batch is {len(view) - offset} bytes, shorter than the "
+            f"{_BATCH_HEADER.size}-byte header",
+            reason="too_short",
+        )
+    magic, version, count = _BATCH_HEADER.unpack_from(view, offset)
+    _check_magic_version(bytes(magic), _MAGIC_BATCH, version)
+    if count > max_count:
+        raise WireFormatError(
+            f"envelope count {count} exceeds the limit of {max_count}", reason="too_large"
+        )
+    position = offset + _BATCH_HEADER.size
+    records: list[Envelope] = []
+    for i in range(count):
+        if len(view) - position < _RECORD.size:
+            raise WireFormatError(
+                f"envelope record {i} of {count} is truncated", reason="length_mismatch"
+            )
+        peer, code, reserved, length = _RECORD.unpack_from(view, position)
+        if reserved != _RESERVED:
+            raise WireFormatError(
+                f"reserved bytes of envelope record {i} must be zero", reason="reserved_nonzero"
+            )
+        if code >= len(ENVELOPE_KINDS):
+            raise WireFormatError(
+                f"envelope record {i} has kind code {code}, not one of "
+                f"0..{len(ENVELOPE_KINDS) - 1}",
+                reason="bad_kind",
+            )
+        position += _RECORD.size
+        if len(view) - position < length:
+            raise WireFormatError(
+                f"envelope record {i} claims {length} bytes, {len(view) - position} remain",
+                reason="length_mismatch",
+            )
+        records.append((peer, ENVELOPE_KINDS[code], bytes(view[position : position + length])))
+        position += length
+    return records, position

@@ -7,6 +7,11 @@ failover of minutes. The first failure of an outage is logged once, then at most
 per ``log_every_s`` while it lasts, and its end once. A 500 is retried a few times
 (``max_server_errors``), then raised as :class:`CoordinatorUnavailableError`.
 
+Share uploads and inboxes travel as binary bodies (``application/octet-stream``, the
+batches of :mod:`crypto.wire`), coded results as raw packed bytes: no base64 or JSON
+for the coordinator to read. The methods keep their JSON-shaped arguments and results
+(ciphertexts as base64 text), so the state directory's ``shares.json`` is unchanged.
+
 Any other 4xx answer is final and raised as :class:`RequestRefusedError` carrying the
 problem document's stable ``code`` and ``detail``; 401 and 403 (a revoked or wrong
 token) as its subclass :class:`AccessRevokedError`, which retrying cannot fix.
@@ -26,6 +31,8 @@ from typing import Any
 
 import httpx
 
+from crypto.wire import pack_envelopes, unpack_inbox
+
 __all__ = [
     "AccessRevokedError",
     "CoordinatorClient",
@@ -39,6 +46,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+OCTETS = "application/octet-stream"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 """Answers that mean "not now": retried without limit (by default)."""
 
@@ -185,7 +193,8 @@ class CoordinatorClient:
         self.http.close()
 
     # -- transport -----------------------------------------------------------------------
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, *, raw: bool = False, **kwargs: Any) -> Any:
+        """The answer's JSON (None when empty), or with ``raw`` the response itself."""
         headers = kwargs.pop("headers", {})
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -202,6 +211,8 @@ class CoordinatorClient:
                 status = response.status_code
                 if status < 400:
                     self._recovered()
+                    if raw:
+                        return response
                     return response.json() if response.content else None
                 if status in RETRY_STATUSES:
                     problem = f"HTTP {status}"
@@ -302,14 +313,39 @@ class CoordinatorClient:
         return result
 
     def upload_shares(self, round_number: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Upload the share body ``{"envelopes": [{recipient, kind, ciphertext (base64)}]}``
+        as one binary batch (:func:`crypto.wire.pack_envelopes`); the same envelopes as
+        JSON would be the same upload (a replay), so a retry may use either."""
         path = f"/v1/participants/me/rounds/{round_number}/shares"
-        result: dict[str, Any] = self._request("POST", path, json=body)
+        records = [
+            (int(e["recipient"]), str(e["kind"]), b64d(str(e["ciphertext"])))
+            for e in body["envelopes"]
+        ]
+        result: dict[str, Any] = self._request(
+            "POST", path, content=pack_envelopes(records), headers={"Content-Type": OCTETS}
+        )
         return result
 
     def inbox(self, participant_id: str, round_number: int) -> dict[str, Any]:
+        """The inbox as the JSON document (ciphertexts as base64), fetched as a binary
+        inbox (:func:`crypto.wire.unpack_inbox`) when the coordinator serves one."""
         path = f"/v1/participants/{participant_id}/rounds/{round_number}/inbox"
-        result: dict[str, Any] = self._request("GET", path)
-        return result
+        response: httpx.Response = self._request(
+            "GET", path, raw=True, headers={"Accept": f"{OCTETS}, application/json;q=0.5"}
+        )
+        if response.headers.get("content-type", "").split(";")[0].strip() != OCTETS:
+            result: dict[str, Any] = response.json()
+            return result
+        number, recipient, senders, records = unpack_inbox(response.content)
+        return {
+            "round": number,
+            "recipient": recipient,
+            "senders": senders,
+            "envelopes": [
+                {"sender": sender, "kind": kind, "ciphertext": b64e(ciphertext)}
+                for sender, kind, ciphertext in records
+            ],
+        }
 
     def upload_result(
         self, round_number: int, stage: str, payload: bytes, request_digest: str
@@ -319,8 +355,8 @@ class CoordinatorClient:
         result: dict[str, Any] = self._request(
             "POST",
             path,
-            json={"payload": b64e(payload)},
-            headers={"X-Request-Digest": request_digest},
+            content=payload,
+            headers={"Content-Type": OCTETS, "X-Request-Digest": request_digest},
         )
         return result
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from coordinator.api.models import EnvelopeIn, UploadReceipt
+from coordinator.api.models import UploadReceipt
 from coordinator.config import FederationConfig
 from coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
 from coordinator.errors import ProblemError, from_crypto_error
@@ -30,7 +33,27 @@ from crypto.errors import WireFormatError
 from crypto.refusal import aggregation_request_digest, distance_request_digest
 from crypto.wire import unpack_field_matrix, unpack_field_vector
 
-__all__ = ["accept_result", "accept_shares", "open_round"]
+__all__ = ["Envelope", "SealedEnvelope", "accept_result", "accept_shares", "open_round"]
+
+
+class SealedEnvelope(Protocol):
+    """One envelope of a share upload, from JSON (``EnvelopeIn``) or a binary batch."""
+
+    @property
+    def recipient(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def ciphertext(self) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A :class:`SealedEnvelope` read from a binary batch (:func:`crypto.wire.unpack_envelopes`)."""
+
+    recipient: int
+    kind: str
+    ciphertext: bytes
 
 
 def open_round(session: Session, participant: Participant, number: int) -> Round:
@@ -69,7 +92,7 @@ def accept_shares(
     participant: Participant,
     config: FederationConfig,
     number: int,
-    envelopes: list[EnvelopeIn],
+    envelopes: Sequence[SealedEnvelope],
     now: datetime,
 ) -> UploadReceipt:
     """Store a participant's sealed shares: one envelope per recipient and kind."""

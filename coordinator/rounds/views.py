@@ -43,6 +43,7 @@ __all__ = [
     "CONTEXT_STAGES",
     "envelope_specs",
     "inbox",
+    "inbox_records",
     "outcome",
     "round_status",
     "task",
@@ -211,8 +212,12 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     return doc.model_copy(update=update)
 
 
-def inbox(session: Session, rnd: Round, recipient: int) -> Inbox:
-    """Envelopes addressed to ``recipient`` from every participant whose shares count."""
+def inbox_records(
+    session: Session, rnd: Round, recipient: int
+) -> tuple[list[int], list[tuple[int, str, bytes]]]:
+    """The senders whose shares count and their envelopes addressed to ``recipient``
+    as ``(sender, kind, ciphertext)``, ordered by sender and kind (the binary inbox,
+    :func:`crypto.wire.pack_inbox`)."""
     state = RoundState.model_validate(rnd.state)
     if state.present is None:
         raise ProblemError(
@@ -224,14 +229,20 @@ def inbox(session: Session, rnd: Round, recipient: int) -> Inbox:
         .order_by(ShareEnvelope.sender, ShareEnvelope.kind)
     )
     present = set(state.present)
+    records = [(sender, kind, bytes(data)) for sender, kind, data in rows if sender in present]
+    return list(state.present), records
+
+
+def inbox(session: Session, rnd: Round, recipient: int) -> Inbox:
+    """Envelopes addressed to ``recipient`` from every participant whose shares count."""
+    senders, records = inbox_records(session, rnd, recipient)
     return Inbox(
         round=rnd.number,
         recipient=recipient,
-        senders=state.present,
+        senders=senders,
         envelopes=[
             InboxEnvelope(sender=sender, kind=kind, ciphertext=b64(ciphertext))  # type: ignore[arg-type]
-            for sender, kind, ciphertext in rows
-            if sender in present
+            for sender, kind, ciphertext in records
         ],
     )
 
