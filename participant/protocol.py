@@ -197,9 +197,7 @@ def distance_request(task: Mapping[str, Any]) -> ReferenceSets:
         clusters=tuple(
             (int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["clusters"]
         ),
-        probes=tuple(
-            (int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["probes"]
-        ),
+        probes=tuple((int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["probes"]),
     )
 
 
