@@ -1,68 +1,71 @@
 """Accuracy benchmark: the shape of the SecFPP paper's comparison (seed 004, Tables 1-2).
 
-On a single-domain split (handwritten digits) and a multi-domain split (handwritten +
-printed digits), ``N`` participants with Dirichlet(``alpha``) label skew, the same rounds
-and local epochs for every method, this prints the mean per-participant held-out accuracy
-(mean and standard deviation over seeds) of:
+On the named settings of :data:`demo.partition.SETTINGS` (``single``: handwritten digits;
+``two-domain``: handwritten digits | printed letters; ``three-domain``: + Fashion-MNIST
+clothing; ``unequal``: digits 7 : letters 3), each domain a different task with its own class
+names, ``N`` participants with Dirichlet(``alpha``) label skew inside each domain, on average
+``--images`` training and ``--test-images`` held-out images each (the held-out split has the
+participant's own label mix), the same rounds, local epochs, learning rate
+and prompt initialization for every method, this measures each method of
+:data:`bench.accuracy_methods.METHODS` (local only, PromptFL, DP-FPL at three epsilons, SecFPP,
+SecFPP with the true domains as clusters, SecFPP without clustering; zero-shot as reference):
 
-* ``zero-shot``: CLIP's hand-written prompt, nothing learned;
-* ``local``: each participant learns its prompt alone;
-* ``promptfl``: one global prompt, securely aggregated over everybody;
-* ``dpfpl``: global + low-rank/residual local prompt, without noise and at
-  ``epsilon`` in {0.4, 0.1} (LDP on the local low-rank gradients, GDP on the aggregated
-  global update, each calibrated with dp-accounting to the target epsilon, delta 1e-5);
-* ``secfpp``: clustered global prompts (SecPC) + local prompts, no noise; its final
-  clusters are recorded as each member's true domain (``clusters`` column).
+* per seed: every participant's final held-out accuracy, their mean and 10th percentile,
+  seconds per round, and for SecFPP the clusters, purity and membership changes per round;
+* over seeds: mean and standard deviation of the per-seed means, mean of the 10th percentiles.
 
-Every federated method runs through :func:`demo.simulation.simulate`: the real
-coordinator app and participant engines, in one process. Results go to a table on
-stdout and to ``--out`` as CSV and PNG.
+Results go to ``--out`` (JSON, default ``bench/results/accuracy.json``); ``python -m
+bench.render_accuracy`` turns it into the README's table. ``--jobs 2`` runs (setting, seed)
+pairs in two processes (one torch thread each).
 
-Usage: ``python -m bench.accuracy [--seeds 3] [--rounds 8] [--quick]``
+Usage: ``python -m bench.accuracy [--seeds 3] [--rounds 8] [--jobs 2] [--quick]``
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import logging
-import math
 import os
-import time
-from collections.abc import Sequence
-from dataclasses import replace
-from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import argparse
+import json
+import logging
+import multiprocessing
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
 import numpy as np
 import torch
 
-from crypto.dp import calibrate_noise_multiplier
-from demo.partition import Domain, Part, multi_domain_partition, single_domain_partition
-from demo.simulation import ParticipantData, SimulationConfig, simulate
+from bench.accuracy_methods import METHODS, BenchConfig, run_method
+from demo.partition import SETTINGS, Part, setting_partition
+from demo.simulation import ParticipantData
 from participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
 
-__all__ = ["main"]
+__all__ = ["DEFAULT_OUT", "main", "run_unit", "summarize"]
 
-DELTA = 1e-5
-TEMPLATE = "a photo of the digit {}."
-METHODS = ("zero-shot", "local", "promptfl", "dpfpl", "dpfpl eps=0.4", "dpfpl eps=0.1", "secfpp")
-
-
-def _domain(name: str, seed: int) -> Domain:
-    from participant.data.synthetic import handwritten_digits, printed_digits
-
-    loader = handwritten_digits if name == "handwritten" else printed_digits
-    data = loader("train", seed=seed)
-    return Domain(name, data.images, data.labels.astype(np.int64), data.class_names)
+DEFAULT_OUT = Path("bench/results/accuracy.json")
+SETTING_ORDER = ("single", "two-domain", "three-domain", "unequal")
 
 
 def _participants(
-    parts: Sequence[Part], backbone: Backbone, *, per_participant: int, seed: int
+    parts: Sequence[Part],
+    backbone: Backbone,
+    *,
+    per_participant: int,
+    seed: int,
+    train_fraction: float = 0.8,
 ) -> list[ParticipantData]:
-    """Features of each part (capped), split 80/20 into train and held-out test."""
+    """Features of each part (capped at ``per_participant``), split ``train_fraction`` /
+    rest into train and held-out test; ``group`` is the part's domain name."""
     from participant.backbones.zeroshot import encode_images, images_to_tensor
 
     out = []
@@ -72,9 +75,12 @@ def _participants(
         if len(idx) > per_participant:
             idx = np.sort(rng.choice(idx, size=per_participant, replace=False))
         order = rng.permutation(len(idx))
-        cut = round(0.8 * len(idx))
-        pixels = images_to_tensor(part.domain.images[idx], backbone.preprocess)
-        feats = encode_images(backbone.model, pixels.to(backbone.device)).float().cpu()
+        cut = round(train_fraction * len(idx))
+        images = part.domain.images[idx]
+        if images.ndim == 3:  # grayscale (N, H, W) -> (N, H, W, 3)
+            images = np.repeat(images[..., None], 3, axis=-1)
+        pixels = images_to_tensor(images, backbone.preprocess)
+        feats = encode_images(cast(Any, backbone.model), pixels.to(backbone.device)).float().cpu()
         labels = torch.as_tensor(part.domain.labels[idx], dtype=torch.long)
         names = tuple(part.domain.classnames)
         sets = [
@@ -87,188 +93,239 @@ def _participants(
     return out
 
 
-def _template_accuracy(data: ParticipantData, backbone: Backbone) -> float:
+def _template_accuracy(data: ParticipantData, backbone: Backbone, template: str) -> float:
+    """Held-out accuracy of the hand-written prompt ``template`` (e.g. ``"a photo of a {}."``)."""
     from participant.backbones.zeroshot import class_text_features
 
-    text = class_text_features(backbone.model, backbone.tokenizer, data.classnames, [TEMPLATE])
+    text = class_text_features(
+        cast(Any, backbone.model), backbone.tokenizer, data.classnames, [template]
+    )
     predicted = (data.test.features.to(backbone.device) @ text.T).argmax(dim=1).cpu()
     return float((predicted == data.test.labels).float().mean())
 
 
-def _config(
-    method: str, base: SimulationConfig, *, steps_per_round: int, sampling_rate: float
-) -> SimulationConfig:
-    if method in ("local", "promptfl", "secfpp"):
-        return replace(base, strategy=method)
-    dp = {"rank": 2, "clip_norm": 1.0, "update_clip_norm": 1.0}
-    ldp = {"ldp_rank": dp["rank"], "ldp_clip_norm": dp["clip_norm"]}
-    if method == "dpfpl":
-        return replace(
-            base,
-            strategy="dpfpl",
-            l2_clip=1.0,
-            strategy_settings={**dp, "noise_multiplier": 0.0, "global_noise_multiplier": 0.0},
-            dp={"mechanism": "none", **ldp, "ldp_noise_multiplier": 0.0},
+_BACKBONE: Backbone | None = None
+
+
+def _backbone() -> Backbone:
+    global _BACKBONE
+    if _BACKBONE is None:
+        configure_threads(1)
+        from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+
+        register_offline_models()
+        _BACKBONE = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
+    return _BACKBONE
+
+
+def run_unit(
+    setting: str,
+    seed: int,
+    methods: Sequence[str],
+    bench: BenchConfig,
+    *,
+    participants: int,
+    images: int,
+    test_images: int,
+    alpha: float,
+) -> dict[str, Any]:
+    """Every method on one setting and seed: ``{"setting", "seed", "methods": {m: run}}``."""
+    logging.getLogger("absl").setLevel(logging.ERROR)  # RDP order warnings are harmless
+    started, started_cpu = time.monotonic(), time.process_time()
+    backbone = _backbone()
+    total = images + test_images
+    built = setting_partition(
+        setting, participants, alpha=alpha, seed=seed, images_per_participant=total
+    )
+    data = _participants(
+        built.parts, backbone, per_participant=total, seed=seed, train_fraction=images / total
+    )
+    out: dict[str, Any] = {"setting": setting, "seed": seed, "methods": {}}
+    for method in methods:
+        if method == "secfpp-true-domains" and len(built.domain_names) == 1:
+            continue  # one true domain: the same federation as secfpp-no-clustering
+        t0, cpu = time.monotonic(), time.process_time()
+        if method == "zero-shot":
+            accuracy = {
+                d.name: _template_accuracy(
+                    d, backbone, built.prompt_templates[built.true_domain[k]]
+                )
+                for k, d in enumerate(data)
+            }
+            row: dict[str, Any] = {
+                "mean": round(float(np.mean(list(accuracy.values()))), 5),
+                "p10": round(float(np.percentile(list(accuracy.values()), 10)), 5),
+                "accuracy": {k: round(v, 5) for k, v in accuracy.items()},
+                "seconds": round(time.monotonic() - t0, 2),
+                "seconds_per_round": None,
+                "cpu_seconds": round(time.process_time() - cpu, 2),
+                "cpu_seconds_per_round": None,
+            }
+        else:
+            row = run_method(method, data, backbone, bench, seed=seed).as_dict()
+        out["methods"][method] = row
+        purity = " purity " + " ".join(f"{p:.2f}" for p in row.get("purity") or [])
+        print(
+            f"{setting:>12} seed {seed} {method:>20}: mean {row['mean']:.3f} p10 "
+            f"{row['p10']:.3f} ({row['seconds']:.0f} s, CPU {row['cpu_seconds']:.0f} s)"
+            f"{purity if row.get('purity') else ''}",
+            flush=True,
         )
-    epsilon = float(method.split("=")[1])
-    z_global = calibrate_noise_multiplier(epsilon=epsilon, delta=DELTA, rounds=base.rounds)
-    # Two noised releases (grad u, grad v) per local step, Poisson-subsampled minibatches.
-    z_local = calibrate_noise_multiplier(
-        epsilon=epsilon,
-        delta=DELTA,
-        rounds=2 * steps_per_round * base.rounds,
-        sampling_rate=sampling_rate,
-    )
-    return replace(
-        base,
-        strategy="dpfpl",
-        l2_clip=1.0,
-        strategy_settings={**dp, "noise_multiplier": z_local, "global_noise_multiplier": z_global},
-        dp={
-            "mechanism": "gaussian",
-            "noise_multiplier": z_global,
-            "delta": DELTA,
-            **ldp,
-            "ldp_noise_multiplier": z_local,
+    out["seconds"] = round(time.monotonic() - started, 1)
+    out["cpu_seconds"] = round(time.process_time() - started_cpu, 1)
+    return out
+
+
+def summarize(units: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
+    """Per setting and method: mean and std over seeds of the mean participant accuracy,
+    mean of the per-seed 10th percentiles, seconds per round, and the per-seed rows."""
+    out: dict[str, Any] = {}
+    for setting in SETTING_ORDER:
+        mine = sorted((u for u in units if u["setting"] == setting), key=lambda u: u["seed"])
+        if not mine:
+            continue
+        spec = SETTINGS[setting]
+        entry: dict[str, Any] = {
+            "description": spec.description,
+            "domains": list(spec.domains),
+            "seeds": [u["seed"] for u in mine],
+            "methods": {},
+        }
+        for method in methods:
+            rows = [
+                dict(u["methods"][method], seed=u["seed"]) for u in mine if method in u["methods"]
+            ]
+            if not rows:
+                continue
+            means = [r["mean"] for r in rows]
+            per_round = [r["seconds_per_round"] for r in rows if r["seconds_per_round"] is not None]
+            cpu_round = [r["cpu_seconds_per_round"] for r in rows if r["cpu_seconds_per_round"]]
+            entry["methods"][method] = {
+                "label": METHODS[method].label,
+                "mean": round(float(np.mean(means)), 5),
+                "std": round(float(np.std(means)), 5),
+                "p10": round(float(np.mean([r["p10"] for r in rows])), 5),
+                "seconds_per_round": round(float(np.mean(per_round)), 2) if per_round else None,
+                "cpu_seconds_per_round": (
+                    round(float(np.mean(cpu_round)), 2) if cpu_round else None
+                ),
+                "runs": rows,
+            }
+        out[setting] = entry
+    return out
+
+
+def _write(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    bench: BenchConfig,
+    methods: Sequence[str],
+    units: Sequence[dict[str, Any]],
+    started: float,
+    *,
+    complete: bool,
+) -> float:
+    """Write the JSON of the units done so far (``meta.complete`` says whether all are)."""
+    total = time.monotonic() - started
+    units = sorted(units, key=lambda u: (u["seed"], SETTING_ORDER.index(u["setting"])))
+    result = {
+        "meta": {
+            "command": "python -m bench.accuracy "
+            + " ".join(sys.argv[1:] if argv is None else argv),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "complete": complete,
+            "quick": bool(args.quick),
+            "participants": args.participants,
+            "seeds": len({u["seed"] for u in units}),
+            "alpha": args.alpha,
+            "train_images_per_participant": args.images,
+            "test_images_per_participant": args.test_images,
+            "backbone": "tiny-offline",
+            "bench": bench.as_dict(),
+            "dp_delta": 1e-5,
+            "jobs": args.jobs,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "total_seconds": round(total, 1),
+            "total_cpu_seconds": round(sum(u["cpu_seconds"] for u in units), 1),
+            "unit_seconds": {f"{u['setting']}/{u['seed']}": u["seconds"] for u in units},
+            "unit_cpu_seconds": {f"{u['setting']}/{u['seed']}": u["cpu_seconds"] for u in units},
         },
-    )
+        "methods": {m: asdict(METHODS[m]) for m in methods},
+        "settings": summarize(units, methods),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return total
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.accuracy", description=__doc__.split("\n")[0]
     )
+    parser.add_argument("--settings", nargs="+", default=list(SETTING_ORDER), choices=SETTING_ORDER)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--participants", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--alpha", type=float, default=0.5)
-    parser.add_argument("--per-participant", type=int, default=300)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    parser.add_argument("--out", type=Path, default=Path("runs/bench-accuracy"))
-    parser.add_argument("--quick", action="store_true", help="2 rounds, 1 seed (smoke run)")
+    parser.add_argument("--lr", type=float, default=BenchConfig.lr)
+    parser.add_argument(
+        "--ctx-init", default=BenchConfig.ctx_init, help="'' for random context (CoOp)"
+    )
+    parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
+    parser.add_argument(
+        "--images", type=int, default=240, help="training images per participant (mean)"
+    )
+    parser.add_argument(
+        "--test-images", type=int, default=200, help="held-out images per participant (mean)"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="processes, one (setting, seed) each")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 1 seed, 2 rounds of 1 epoch, 9 participants, 48 + 24 images each",
+    )
     args = parser.parse_args(argv)
     if args.quick:
-        args.rounds, args.seeds = 2, 1
+        args.seeds, args.rounds, args.epochs, args.participants = 1, 2, 1, 9
+        args.images, args.test_images = 48, 24
+    bench = BenchConfig(
+        rounds=args.rounds, epochs=args.epochs, lr=args.lr, ctx_init=args.ctx_init or None
+    )
+    if args.participants < 9:
+        raise SystemExit(
+            f"--participants must be >= 9 (a federation of each true domain, 3 + 3 + 3 and "
+            f"6 + 3, needs 3 participants), not {args.participants}"
+        )
     logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("absl").setLevel(logging.ERROR)  # RDP order warnings are harmless
-    configure_threads(1)
-    from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
-
-    register_offline_models()
-    backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, object]] = []
+    methods = [m for m in METHODS if m in args.methods]
+    # Seed-major, so that a run cut short leaves whole seeds in the partial file.
+    jobs = [(s, seed) for seed in range(args.seeds) for s in SETTING_ORDER if s in args.settings]
+    common: dict[str, Any] = dict(
+        participants=args.participants,
+        images=args.images,
+        test_images=args.test_images,
+        alpha=args.alpha,
+    )
     started = time.monotonic()
-    for split in ("single-domain", "multi-domain"):
-        for seed in range(args.seeds):
-            if split == "single-domain":
-                parts = single_domain_partition(
-                    _domain("handwritten", seed), args.participants, alpha=args.alpha, seed=seed
-                )
-            else:
-                parts = multi_domain_partition(
-                    [_domain("handwritten", seed), _domain("printed", seed)],
-                    args.participants,
-                    alpha=args.alpha,
-                    seed=seed,
-                )
-            data = _participants(parts, backbone, per_participant=args.per_participant, seed=seed)
-            n_train = min(len(d.train.labels) for d in data)
-            base = SimulationConfig(
-                rounds=args.rounds,
-                epochs=args.epochs,
-                warmup_rounds=1,
-                init_seed=seed,
-                n_ctx=4,
-                min_aggregation_size=2,
-            )
-            steps = args.epochs * math.ceil(n_train / base.batch_size)
-            for method in args.methods:
-                t0 = time.monotonic()
-                clusters = ""
-                if method == "zero-shot":
-                    accs = [_template_accuracy(d, backbone) for d in data]
-                else:
-                    config = _config(
-                        method,
-                        base,
-                        steps_per_round=steps,
-                        sampling_rate=min(1.0, base.batch_size / n_train),
-                    )
-                    result = simulate(data, backbone, config, seed=seed, deterministic=True)
-                    accs = list(result.final_accuracy().values())
-                    if method == "secfpp" and result.rounds:
-                        clusters = _clusters_by_group(result.rounds[-1].clusters, data)
-                row = {
-                    "split": split,
-                    "seed": seed,
-                    "method": method,
-                    "mean_accuracy": float(np.mean(accs)),
-                    "seconds": time.monotonic() - t0,
-                    "clusters": clusters,
-                }
-                rows.append(row)
-                print(
-                    f"{split:>13} seed {seed} {method:>14}: {row['mean_accuracy']:.3f} "
-                    f"({row['seconds']:.0f} s){'  clusters ' + clusters if clusters else ''}",
-                    flush=True,
-                )
-    _write(rows, args.out, args.methods)
-    print(f"total {time.monotonic() - started:.0f} s; CSV and PNG in {args.out}")
+    units: list[dict[str, Any]] = []
+    if args.jobs > 1:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
+            futures = [pool.submit(run_unit, s, seed, methods, bench, **common) for s, seed in jobs]
+            for future in as_completed(futures):
+                units.append(future.result())
+                _write(args, argv, bench, methods, units, started, complete=False)
+    else:
+        for s, seed in jobs:
+            units.append(run_unit(s, seed, methods, bench, **common))
+            _write(args, argv, bench, methods, units, started, complete=False)
+    total = _write(args, argv, bench, methods, units, started, complete=True)
+    print(f"total {total:.0f} s; written {args.out} (render: python -m bench.render_accuracy)")
     return 0
-
-
-def _clusters_by_group(clusters: Sequence[Sequence[str]], data: Sequence[ParticipantData]) -> str:
-    """Final clusters as each member's true group, e.g. ``hhhhh|ppppp`` (h: handwritten)."""
-    group = {d.name: d.group[:1] for d in data}
-    return "|".join("".join(sorted(group[m] for m in members)) for members in clusters)
-
-
-def _write(rows: list[dict[str, object]], out: Path, methods: Sequence[str]) -> None:
-    with (out / "runs.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    summary = []
-    print(f"\n{'method':>14} {'single-domain':>16} {'multi-domain':>16}")
-    for method in methods:
-        cells = []
-        entry: dict[str, object] = {"method": method}
-        for split in ("single-domain", "multi-domain"):
-            values = [
-                float(r["mean_accuracy"])
-                for r in rows  # type: ignore[arg-type]
-                if r["method"] == method and r["split"] == split
-            ]
-            mean, std = float(np.mean(values)), float(np.std(values))
-            entry[f"{split} mean"], entry[f"{split} std"] = mean, std
-            cells.append(f"{mean:.3f} ± {std:.3f}")
-        summary.append(entry)
-        print(f"{method:>14} {cells[0]:>16} {cells[1]:>16}")
-    with (out / "summary.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(summary[0]))
-        writer.writeheader()
-        writer.writerows(summary)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 4))
-    x = np.arange(len(methods))
-    for k, split in enumerate(("single-domain", "multi-domain")):
-        means = [float(e[f"{split} mean"]) for e in summary]  # type: ignore[arg-type]
-        stds = [float(e[f"{split} std"]) for e in summary]  # type: ignore[arg-type]
-        ax.bar(x + (k - 0.5) * 0.38, means, 0.38, yerr=stds, capsize=3, label=split)
-    ax.set_xticks(x, list(methods), rotation=20)
-    ax.set_ylabel("mean held-out accuracy")
-    ax.set_ylim(0, 1)
-    ax.legend()
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "accuracy.png", dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":
