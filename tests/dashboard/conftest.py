@@ -108,9 +108,11 @@ def require_chromium() -> str:
     return str(path)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """A headless Chromium (Debian's) launched through Playwright."""
+    """A headless Chromium (Debian's) launched through Playwright. Module-scoped: Playwright's
+    sync API keeps an event loop running in this thread until it exits, which would break
+    later tests that call ``asyncio.run``."""
     path = require_chromium()
     from playwright.sync_api import sync_playwright
 

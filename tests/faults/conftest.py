@@ -237,13 +237,15 @@ class TcpProxy:
 
     def cut(self) -> None:
         """The database goes away: close the listener and every relayed connection."""
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.close()
         with self._lock:
+            listener, self._listener = self._listener, None
             for conn in list(self._open):
                 _close(conn)
             self._open.clear()
+        if listener is not None:
+            # shutdown wakes a thread blocked in accept(); close() alone leaves the socket
+            # listening until that accept returns, which let one more connection through
+            _close(listener)
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -258,6 +260,10 @@ class TcpProxy:
                 continue
             server.settimeout(None)
             with self._lock:
+                if self._listener is not listener:  # cut while this connection was set up
+                    _close(client)
+                    _close(server)
+                    return
                 self._open |= {client, server}
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
