@@ -43,6 +43,7 @@ from coordinator.rounds.driver import RoundDriver
 from coordinator.settings import Settings
 
 __all__ = [
+    "AdminCredentials",
     "AdminDep",
     "CurrentParticipant",
     "DriverDep",
@@ -51,6 +52,8 @@ __all__ = [
     "ParticipantCredentials",
     "SessionDep",
     "SettingsDep",
+    "admin_bearer",
+    "authenticated",
     "client_limits",
     "limit_enrollment",
     "release",
@@ -69,7 +72,8 @@ async def app_settings(request: Request) -> Settings:
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
 
-_admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken")
+# Bearer schemes (None when the header is absent: the token check answers 401, not FastAPI).
+admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken")
 _participant_bearer = HTTPBearer(auto_error=False, scheme_name="ParticipantToken")
 
 
@@ -138,7 +142,7 @@ def _rate_limited(wait_s: float, what: str) -> ProblemError:
     )
 
 
-def _authenticated(
+def authenticated(
     request: Request, now: datetime, check: Callable[[str | None], T], token: str | None
 ) -> T:
     """``check(token)`` behind the per-address limit on authentication failures.
@@ -162,16 +166,19 @@ def _authenticated(
         raise
 
 
+AdminCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(admin_bearer)]
+
+
 def require_admin(
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
     now: Now,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
+    credentials: AdminCredentials,
 ) -> AdminCredential:
     """An admin bearer token: the settings' token or an active named admin token."""
     expected = settings.admin_token.get_secret_value()
-    admin = _authenticated(
+    admin = authenticated(
         request,
         now,
         lambda token: authenticate_admin(session, token, expected, now),
@@ -194,7 +201,7 @@ def current_participant(
 ) -> Participant:
     """The participant holding the bearer token (the session's transaction stays open:
     for callers in the same worker thread)."""
-    return _authenticated(
+    return authenticated(
         request,
         now,
         lambda token: authenticate_participant(session, token, now),

@@ -8,10 +8,13 @@ shift a page.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends
 from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
 
 from coordinator.api.deps import SessionDep, require_admin
 from coordinator.api.models import (
@@ -39,6 +42,9 @@ from coordinator.rounds import history, store
 
 __all__ = ["federation_out", "router"]
 
+T = TypeVar("T")
+Page = tuple[Sequence[T], str | None]  # one page of items and the next page's cursor
+
 router = APIRouter(
     prefix="/v1/federations",
     tags=["admin"],
@@ -58,6 +64,39 @@ def federation_out(session: SessionDep, federation: Federation) -> FederationOut
         enrolled=enrolled_count(session, federation.id),
         current_round=None if last is None else last.number,
     )
+
+
+def _page(rows: Sequence[T], limit: int, key: Callable[[T], tuple[Any, ...]]) -> Page[T]:
+    """The first ``limit`` of ``rows`` (fetched with ``limit + 1``, one more than a page) and
+    the cursor of the next page, ``key`` of the page's last item (None: this is the last)."""
+    page = rows[:limit]
+    more = len(rows) > limit and len(page) > 0
+    return page, encode_cursor(*key(page[-1])) if more else None
+
+
+def _int_page(
+    session: Session,
+    federation_id: str,
+    limit: int,
+    cursor: str | None,
+    *,
+    last_key: int,
+    fetch: Callable[[int | None, int], Sequence[T]],
+    key: Callable[[T], int],
+) -> Page[T]:
+    """A page of a federation's list ordered by an integer key (round number, LCC index).
+
+    ``federation_not_found`` for an unknown federation, then ``invalid_request`` for a cursor
+    that is not one key in ``[0, last_key]``; ``fetch(after, n)`` returns at most ``n``
+    items with a key above ``after`` (None: from the first), in key order.
+    """
+    get_federation(session, federation_id)
+    after: int | None = None
+    if cursor is not None:
+        (after,) = decode_cursor(cursor, (int,))
+        if not 0 <= after <= last_key:
+            raise bad_cursor()
+    return _page(fetch(after, limit + 1), limit, lambda item: (key(item),))
 
 
 @router.get(
@@ -86,12 +125,8 @@ def list_federations(
     rows = list(
         session.scalars(query.order_by(Federation.created_at, Federation.id).limit(limit + 1))
     )
-    page, more = rows[:limit], len(rows) > limit
-    last = page[-1] if page else None
-    return FederationPage(
-        items=[federation_out(session, f) for f in page],
-        next_cursor=encode_cursor(last.created_at.isoformat(), last.id) if more and last else None,
-    )
+    page, next_cursor = _page(rows, limit, lambda f: (f.created_at.isoformat(), f.id))
+    return FederationPage(items=[federation_out(session, f) for f in page], next_cursor=next_cursor)
 
 
 @router.get(
@@ -107,28 +142,29 @@ def list_rounds(
 ) -> RoundPage:
     """Every round of the federation (oldest first) with its stage, deadline and, once
     it ended, when and why. The full status of one round is ``GET .../rounds/{number}``."""
-    get_federation(session, federation_id)
-    after: int | None = None
-    if cursor is not None:
-        (after,) = decode_cursor(cursor, (int,))
-        if not 0 <= after <= INT32_MAX:
-            raise bad_cursor()
-    rows = history.rounds_of(session, federation_id, after=after, limit=limit + 1)
-    page, more = rows[:limit], len(rows) > limit
-    return RoundPage(
-        items=[
-            RoundSummary(
-                number=r.number,
-                stage=r.stage,
-                started_at=r.started_at,
-                deadline=r.deadline,
-                finished_at=r.finished_at,
-                failure_reason=r.failure_reason,
-            )
-            for r in page
-        ],
-        next_cursor=encode_cursor(page[-1].number) if more else None,
+    page, next_cursor = _int_page(
+        session,
+        federation_id,
+        limit,
+        cursor,
+        last_key=INT32_MAX,
+        fetch=lambda after, n: history.rounds_of(session, federation_id, after=after, limit=n),
+        key=lambda r: r.number,
     )
+    return RoundPage(
+        items=[RoundSummary.model_validate(r, from_attributes=True) for r in page],
+        next_cursor=next_cursor,
+    )
+
+
+def _participants_after(
+    session: Session, federation_id: str, after: int | None, n: int
+) -> list[Participant]:
+    """At most ``n`` participants of the federation with an LCC index above ``after``."""
+    query = select(Participant).where(Participant.federation_id == federation_id)
+    if after is not None:
+        query = query.where(Participant.lcc_index > after)
+    return list(session.scalars(query.order_by(Participant.lcc_index).limit(n)))
 
 
 @router.get(
@@ -144,15 +180,15 @@ def list_participants(
 ) -> ParticipantPage:
     """Every participant that enrolled in the federation (revoked ones included), by
     its fixed LCC index, with its display name and when it enrolled."""
-    get_federation(session, federation_id)
-    query = select(Participant).where(Participant.federation_id == federation_id)
-    if cursor is not None:
-        (after,) = decode_cursor(cursor, (int,))
-        if not 0 <= after < MAX_PARTICIPANTS:
-            raise bad_cursor()
-        query = query.where(Participant.lcc_index > after)
-    rows = list(session.scalars(query.order_by(Participant.lcc_index).limit(limit + 1)))
-    page, more = rows[:limit], len(rows) > limit
+    page, next_cursor = _int_page(
+        session,
+        federation_id,
+        limit,
+        cursor,
+        last_key=MAX_PARTICIPANTS - 1,
+        fetch=lambda after, n: _participants_after(session, federation_id, after, n),
+        key=lambda p: p.lcc_index,
+    )
     return ParticipantPage(
         items=[
             ParticipantSummary(
@@ -164,5 +200,5 @@ def list_participants(
             )
             for p in page
         ],
-        next_cursor=encode_cursor(page[-1].lcc_index) if more else None,
+        next_cursor=next_cursor,
     )

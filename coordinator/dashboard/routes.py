@@ -14,17 +14,16 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Depends, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.templating import Jinja2Templates
 
 from coordinator.admin_tokens import authenticate_admin
 from coordinator.api.deps import (
+    AdminCredentials,
     AdminDep,
     Now,
     SessionDep,
     SettingsDep,
-    _admin_bearer,
-    _authenticated,
+    authenticated,
 )
 from coordinator.api.params import FederationId
 from coordinator.dashboard import charts, pages
@@ -164,7 +163,7 @@ def login(
     token = form.get("token", "").strip()
     expected = _settings_token(settings)
     try:
-        who = _authenticated(
+        who = authenticated(
             request, now, lambda t: authenticate_admin(session, t, expected, now), token
         )
     except ProblemError as err:
@@ -371,7 +370,7 @@ def dashboard_link(
     session: SessionDep,
     now: Now,
     admin: AdminDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_admin_bearer)],
+    credentials: AdminCredentials,
 ) -> dict[str, str | datetime]:
     """A link that logs a browser into the dashboard once, as the calling admin token
     (and only while that token stays active). Open it within 15 minutes."""

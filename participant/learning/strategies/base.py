@@ -137,13 +137,17 @@ class Strategy(ABC):
     """One participant's prompt training under a federation strategy.
 
     Class attributes say what the protocol does with it: ``uploads_update`` (its ``g_i`` is
-    securely aggregated), ``clustered`` (its ``P_i`` goes through SecPC), ``use_global`` /
-    ``use_local`` (which prompts exist).
+    securely aggregated), ``clustered`` (its ``P_i`` goes through SecPC; False unless a
+    strategy says so), ``use_global`` / ``use_local`` (which prompts exist).
+
+    A subclass that needs more state than the prompts overrides :meth:`_setup`, which the
+    constructor calls last (``self.config``, ``self.rng`` and ``self.learner`` exist by then),
+    instead of repeating the constructor.
     """
 
     name: ClassVar[str]
     uploads_update: ClassVar[bool]
-    clustered: ClassVar[bool]
+    clustered: ClassVar[bool] = False
     use_global: ClassVar[bool]
     use_local: ClassVar[bool]
     config_type: ClassVar[type[StrategyConfig]] = StrategyConfig
@@ -174,6 +178,14 @@ class Strategy(ABC):
         )
         self._order = torch.Generator().manual_seed(self.config.seed)
         self._global_before: torch.Tensor | None = None
+        self._setup()
+
+    def _setup(self) -> None:
+        """Strategy-specific state and checks, run at the end of ``__init__`` (none here).
+
+        An override calls ``super()._setup()`` first when its parent class has one.
+        """
+        return  # an optional hook, deliberately not abstract
 
     # -- round protocol ---------------------------------------------------------------
 
@@ -194,14 +206,7 @@ class Strategy(ABC):
         """Train for ``epochs`` passes over ``(features (N, embed_dim), labels (N,))``."""
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise LearningConfigError("epochs", f"must be an integer >= 1, not {epochs!r}")
-        if features.ndim != 2 or labels.shape != (features.shape[0],) or features.shape[0] == 0:
-            raise LearningConfigError(
-                "features",
-                f"must be (N, embed_dim) with N >= 1 labels, not {tuple(features.shape)} "
-                f"and {tuple(labels.shape)}",
-            )
-        if int(labels.min()) < 0 or int(labels.max()) >= self.learner.n_cls:
-            raise LearningConfigError("labels", f"must be in [0, {self.learner.n_cls})")
+        self._check_data(features, labels)
         if self._global_before is None and self.use_global:
             self.begin_round(None)
         device = self.learner.backbone.device
@@ -237,6 +242,18 @@ class Strategy(ABC):
             metrics.last_loss,
         )
         return RoundOutput(update, self.prompt(), metrics)
+
+    def _check_data(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """``features`` must be ``(N, embed_dim)`` with ``N >= 1`` and ``labels`` ``(N,)``
+        class indices in ``[0, n_cls)``."""
+        if features.ndim != 2 or labels.shape != (features.shape[0],) or features.shape[0] == 0:
+            raise LearningConfigError(
+                "features",
+                f"must be (N, embed_dim) with N >= 1 labels, not {tuple(features.shape)} "
+                f"and {tuple(labels.shape)}",
+            )
+        if int(labels.min()) < 0 or int(labels.max()) >= self.learner.n_cls:
+            raise LearningConfigError("labels", f"must be in [0, {self.learner.n_cls})")
 
     # -- what strategies override ----------------------------------------------------------
 

@@ -25,7 +25,6 @@ that noise is floating-point on purpose (see :func:`crypto.dp.ldp_noisy_gradient
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,8 +34,6 @@ from numpy.typing import NDArray
 from torch.nn.functional import cross_entropy
 
 from crypto.dp import clip_l2
-from crypto.rng import RandomSource
-from participant.learning.backbone import Backbone
 from participant.learning.errors import LearningConfigError
 from participant.learning.strategies.base import Strategy, StrategyConfig
 from participant.learning.strategies.lowrank import (
@@ -95,21 +92,13 @@ class DpFplStrategy(Strategy):
 
     name: ClassVar[str] = "dpfpl"
     uploads_update: ClassVar[bool] = True
-    clustered: ClassVar[bool] = False
     use_global: ClassVar[bool] = True
     use_local: ClassVar[bool] = True
     config_type: ClassVar[type[StrategyConfig]] = DpFplConfig
     config: DpFplConfig
 
-    def __init__(
-        self,
-        backbone: Backbone,
-        classnames: Sequence[str],
-        config: StrategyConfig | None = None,
-        *,
-        rng: RandomSource | None = None,
-    ) -> None:
-        super().__init__(backbone, classnames, config, rng=rng)
+    def _setup(self) -> None:
+        """Check that the rank ``k`` fits the prompt: ``1 <= k <= min(n_ctx, d)``."""
         limit = min(self.learner.n_ctx, self.learner.ctx_dim)
         if self.config.rank > limit:
             raise LearningConfigError(

@@ -48,7 +48,6 @@ round, as the paper's code tests each client's model), not a freshly installed g
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,8 +57,6 @@ from numpy.typing import NDArray
 from torch.nn.functional import cross_entropy
 
 from crypto.dp import clip_l2
-from crypto.rng import RandomSource
-from participant.learning.backbone import Backbone
 from participant.learning.errors import LearningConfigError
 from participant.learning.evaluation import accuracy
 from participant.learning.strategies.base import RoundOutput, Strategy, StrategyConfig
@@ -105,21 +102,13 @@ class FedDpaStrategy(Strategy):
 
     name: ClassVar[str] = "feddpa"
     uploads_update: ClassVar[bool] = True
-    clustered: ClassVar[bool] = False
     use_global: ClassVar[bool] = True
     use_local: ClassVar[bool] = False
     config_type: ClassVar[type[StrategyConfig]] = FedDpaConfig
     config: FedDpaConfig
 
-    def __init__(
-        self,
-        backbone: Backbone,
-        classnames: Sequence[str],
-        config: StrategyConfig | None = None,
-        *,
-        rng: RandomSource | None = None,
-    ) -> None:
-        super().__init__(backbone, classnames, config, rng=rng)
+    def _setup(self) -> None:
+        """The round's bookkeeping: previous prompt, masks, start point (all empty)."""
         self._personal: torch.Tensor | None = None  # w_i after its last round, (n_ctx, d)
         self._pending = False  # begin_round was called; masks not yet computed
         self._incoming: torch.Tensor | None = None  # the global prompt G of this round
@@ -192,15 +181,7 @@ class FedDpaStrategy(Strategy):
         self, features: torch.Tensor, labels: torch.Tensor, *, epochs: int
     ) -> RoundOutput:
         """One epoch call of a round (module docstring); the first computes the masks."""
-        n = int(labels.shape[0]) if labels.ndim == 1 else -1
-        if n < 1 or features.ndim != 2 or features.shape[0] != n:
-            raise LearningConfigError(
-                "features",
-                f"must be (N, embed_dim) with N >= 1 labels, not {tuple(features.shape)} "
-                f"and {tuple(labels.shape)}",
-            )
-        if int(labels.min()) < 0 or int(labels.max()) >= self.learner.n_cls:
-            raise LearningConfigError("labels", f"must be in [0, {self.learner.n_cls})")
+        self._check_data(features, labels)  # before the masks use them
         if self._pending or self._start is None:
             if not self._pending:
                 self._incoming = None

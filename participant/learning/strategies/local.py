@@ -14,6 +14,5 @@ class LocalStrategy(Strategy):
 
     name: ClassVar[str] = "local"
     uploads_update: ClassVar[bool] = False
-    clustered: ClassVar[bool] = False
     use_global: ClassVar[bool] = False
     use_local: ClassVar[bool] = True

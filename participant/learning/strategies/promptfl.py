@@ -17,6 +17,5 @@ class PromptFlStrategy(Strategy):
 
     name: ClassVar[str] = "promptfl"
     uploads_update: ClassVar[bool] = True
-    clustered: ClassVar[bool] = False
     use_global: ClassVar[bool] = True
     use_local: ClassVar[bool] = False

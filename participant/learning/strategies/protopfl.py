@@ -21,7 +21,6 @@ the coordinator *and* from the other members, who receive the cluster's prototyp
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -32,8 +31,6 @@ from torch import nn
 from torch.nn.functional import cross_entropy
 
 from crypto.dp import LedgerRecord, compose_epsilon
-from crypto.rng import RandomSource
-from participant.learning.backbone import Backbone
 from participant.learning.errors import LearningConfigError
 from participant.learning.prototypes import (
     ResidualAdapter,
@@ -77,21 +74,15 @@ class ProtoPflStrategy(Strategy):
     """Local prompt + adapter trained locally; a private prototype block shared per round."""
 
     uploads_update: ClassVar[bool] = False  # the base loop's g_i: none; finish_round uploads
-    clustered: ClassVar[bool] = False
     use_global: ClassVar[bool] = False
     use_local: ClassVar[bool] = True
     config_type: ClassVar[type[StrategyConfig]] = ProtoPflConfig
     config: ProtoPflConfig
 
-    def __init__(
-        self,
-        backbone: Backbone,
-        classnames: Sequence[str],
-        config: StrategyConfig | None = None,
-        *,
-        rng: RandomSource | None = None,
-    ) -> None:
-        super().__init__(backbone, classnames, config, rng=rng)
+    def _setup(self) -> None:
+        """The adapter ``W`` (``d x d``), the global prototypes (none yet), no releases."""
+        super()._setup()
+        backbone = self.learner.backbone
         self.dim = int(backbone.embed_dim)
         self.adapter = ResidualAdapter(self.dim).to(backbone.device)
         self.global_prototypes = np.zeros((self.learner.n_cls, self.dim))

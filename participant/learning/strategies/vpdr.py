@@ -19,7 +19,6 @@ the scale at which ``h^ ~ h``, i.e. toward ``R``. Prediction uses the student.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -41,8 +40,6 @@ from crypto.dp.groupwise import (
     laplace_top_k,
     vpp_release,
 )
-from crypto.rng import RandomSource
-from participant.learning.backbone import Backbone
 from participant.learning.errors import LearningConfigError
 from participant.learning.prototypes import distillation_loss, soft_clip
 from participant.learning.strategies.base import StrategyConfig
@@ -89,15 +86,9 @@ class VpdrStrategy(ProtoPflStrategy):
     config_type: ClassVar[type[StrategyConfig]] = VpdrConfig
     config: VpdrConfig
 
-    def __init__(
-        self,
-        backbone: Backbone,
-        classnames: Sequence[str],
-        config: StrategyConfig | None = None,
-        *,
-        rng: RandomSource | None = None,
-    ) -> None:
-        super().__init__(backbone, classnames, config, rng=rng)
+    def _setup(self) -> None:
+        """Two feature groups need ``d >= 2``; the EMA teacher starts at the current prompt."""
+        super()._setup()
         if self.dim < 2:
             raise LearningConfigError("embed_dim", f"must be >= 2 for two groups, not {self.dim}")
         self.teacher = self.learner.context().detach().clone()  # (n_ctx, d_text), EMA of L
