@@ -152,10 +152,11 @@ def _plain(method: Method, base: SimulationConfig, training: Training) -> Simula
 def _dpfpl(method: Method, base: SimulationConfig, training: Training) -> SimulationConfig:
     """DP-FPL as in bench.accuracy: rank-2 local prompt, clip 1; LDP on the two low-rank
     gradients per step (Poisson-subsampled) and GDP on the aggregated update, each calibrated
-    with dp-accounting to ``epsilon`` (no noise when ``epsilon`` is None)."""
+    with dp-accounting to ``epsilon`` (no noise when ``epsilon`` is None). ``base``'s strategy
+    settings (e.g. ``ctx_init``) are kept."""
     from crypto.dp.accounting import calibrate_noise_multiplier
 
-    dp = {"rank": 2, "clip_norm": 1.0, "update_clip_norm": 1.0}
+    dp = {**base.strategy_settings, "rank": 2, "clip_norm": 1.0, "update_clip_norm": 1.0}
     ldp = {"ldp_rank": dp["rank"], "ldp_clip_norm": dp["clip_norm"]}
     if method.epsilon is None:
         return replace(
@@ -318,13 +319,15 @@ class _RecordingTrainer(PromptTrainer):
 @dataclass
 class RecordedRun:
     """A simulation's final accuracies, per participant the final model's logits on its
-    candidates and its :class:`RoundView` s, and the clusters after each round."""
+    candidates and its :class:`RoundView` s, and the clusters after each round; ``seconds``
+    (wall) and ``cpu_seconds`` (this process, all threads) of the simulation."""
 
     accuracy: dict[str, float]
     logits: dict[str, NDArray[np.float64]]
     views: dict[str, list[RoundView]]
     clusters: list[list[list[str]]] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def recorded_simulation(
@@ -347,7 +350,7 @@ def recorded_simulation(
         made.append(trainer)
         return trainer
 
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), time.process_time()
     with mock.patch.object(simulation, "PromptTrainer", factory):
         result = simulation.simulate(data, backbone, config, seed=seed, deterministic=True)
     if len(made) != len(data):
@@ -363,4 +366,5 @@ def recorded_simulation(
         views,
         [r.clusters for r in result.rounds],
         time.monotonic() - started,
+        time.process_time() - started_cpu,
     )

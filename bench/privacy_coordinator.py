@@ -35,8 +35,9 @@ from participant.learning import Backbone
 from participant.learning.prompt_learner import PromptLearner
 
 __all__ = [
-    "coordinator_report",
+    "attribute_attacks",
     "distance_features",
+    "leakage_rows",
     "majority_label",
     "nearest_neighbour_attack",
     "prior_shift_guess",
@@ -178,31 +179,39 @@ def _leave_one_run_out(
     return hits / total, chance / total, total
 
 
-def coordinator_report(
-    backbone: Backbone,
-    args: Any,
-    candidates: Sequence[Any],
-    shadow_masks: Sequence[Sequence[NDArray[np.bool_]]],
-    runs: Mapping[tuple[str, int], Any],
-    *,
-    warmup_rounds: int,
-) -> dict[str, Any]:
-    """KSG leakage rows and the attribute attacks on PromptFL's and SecFPP's runs (when run)."""
+def leakage_rows(*, quick: bool, samples: int, seed: int) -> list[dict[str, Any]]:
+    """KSG rows (:func:`bench.privacy_mi.distance_leakage`) for Gaussian and unit-sphere prompts:
+    r in (2, 4, 8) and cluster sizes (3, 5, 10), or r = 2 and size 3 when ``quick``."""
     from bench.privacy_mi import distance_leakage
 
-    quick = bool(args.quick)
-    mi = [
+    return [
         row
         for unit in (False, True)
         for row in distance_leakage(
             (2,) if quick else (2, 4, 8),
             (3,) if quick else (3, 5, 10),
-            samples=int(args.mi_samples),
-            seed=int(args.seed),
+            samples=samples,
+            seed=seed,
             unit=unit,
         )
     ]
-    n_runs = int(args.shadows) + 1
+
+
+def attribute_attacks(
+    backbone: Backbone,
+    candidates: Sequence[Any],
+    shadow_masks: Sequence[Sequence[NDArray[np.bool_]]],
+    runs: Mapping[tuple[str, int], Any],
+    *,
+    seed: int,
+    warmup_rounds: int,
+) -> list[dict[str, Any]]:
+    """The attribute attacks on PromptFL's and SecFPP's runs of one setting (when run).
+
+    ``runs[(method, k)]``: the target (``k = 0``) and shadow ``k`` of ``method``;
+    ``shadow_masks[k - 1][p]``: participant ``p``'s training mask in shadow ``k``.
+    """
+    n_runs = len(shadow_masks) + 1
     truth: list[dict[str, int]] = []
     for k in range(n_runs):
         masks = [c.member for c in candidates] if k == 0 else shadow_masks[k - 1]
@@ -216,8 +225,7 @@ def coordinator_report(
     if all(("promptfl", k) in runs for k in range(n_runs)):
         views = [runs[("promptfl", k)].views for k in range(n_runs)]
         public = {
-            g: _public_features(backbone, g, 300, int(args.seed))
-            for g in {c.group for c in candidates}
+            g: _public_features(backbone, g, 300, seed) for g in {c.group for c in candidates}
         }
         by_name = {c.name: c for c in candidates}
         hits = total = 0
@@ -273,4 +281,4 @@ def coordinator_report(
                     "targets": total,
                 }
             )
-    return {"mutual_information": mi, "attribute_attacks": attacks}
+    return attacks

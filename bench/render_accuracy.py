@@ -5,8 +5,12 @@ is replaced by :func:`render`: the accuracy table (mean participant accuracy ± 
 and the 10th-percentile participant), SecFPP's clusters per round, and the issue's targets,
 each marked met or missed with the measured numbers (:func:`targets`).
 
-Usage: ``python -m bench.render_accuracy [--json bench/results/accuracy.json] [--readme
-README.md] [--stdout]``
+With the privacy benchmark's JSON (``--privacy-json``, default ``bench/results/privacy.json``)
+a privacy-utility table follows: per setting and method epsilon, accuracy, "MIA AUC (LiRA)" and
+"TPR@1%FPR" (:mod:`bench.privacy_columns`).
+
+Usage: ``python -m bench.render_accuracy [--json bench/results/accuracy.json] [--privacy-json
+bench/results/privacy.json] [--readme README.md] [--stdout]``
 """
 
 from __future__ import annotations
@@ -125,8 +129,10 @@ def _per_round(entry: Mapping[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
-def render(result: Mapping[str, Any]) -> str:
-    """Markdown for the README region (without the markers)."""
+def render(result: Mapping[str, Any], privacy: Mapping[str, Any] | None = None) -> str:
+    """Markdown for the README region (without the markers); with ``privacy`` (the privacy
+    benchmark's JSON) the privacy-utility table follows the accuracy table
+    (:func:`bench.privacy_columns.privacy_table`)."""
     meta = result["meta"]
     bench = meta["bench"]
     settings = list(result["settings"])
@@ -171,6 +177,10 @@ def render(result: Mapping[str, Any]) -> str:
         per_round = [v for e in entries if e and (v := _per_round(e)) is not None]
         seconds = f"{sum(per_round) / len(per_round):.1f}" if per_round else "-"
         lines.append(f"| {label} | " + " | ".join(_cell(e) for e in entries) + f" | {seconds} |")
+    if privacy is not None:
+        from bench.privacy_columns import privacy_table
+
+        lines += ["", *privacy_table(result, privacy, SETTING_LABELS)]
     clustered = [s for s in settings if "secfpp" in result["settings"][s]["methods"]]
     if clustered:
         lines += [
@@ -218,9 +228,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=Path("bench/results/accuracy.json"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument(
+        "--privacy-json",
+        type=Path,
+        default=Path("bench/results/privacy.json"),
+        help="the privacy benchmark's report, for the privacy-utility table (skipped if absent)",
+    )
     parser.add_argument("--stdout", action="store_true", help="print, leave the README alone")
     args = parser.parse_args(argv)
-    body = render(json.loads(args.json.read_text()))
+    privacy = json.loads(args.privacy_json.read_text()) if args.privacy_json.exists() else None
+    if privacy is None or "results" not in privacy:
+        why = "absent" if privacy is None else "of a format without per-setting results"
+        print(f"{args.privacy_json} is {why}: the table has no privacy columns", file=sys.stderr)
+        privacy = None
+    body = render(json.loads(args.json.read_text()), privacy)
     if args.stdout:
         sys.stdout.write(body + "\n")
         return 0
