@@ -9,7 +9,7 @@ the coordinator applies round by round. Stored as JSON on the federation row.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -79,6 +79,14 @@ class CryptoConfig(_Frozen):
         "to single participants' prompts (the default 2 refuses them).",
     )
     max_clusters: int = Field(ge=1, le=limits.MAX_PARTICIPANTS)
+    committee_size: int | None = Field(
+        default=None,
+        ge=3,
+        le=limits.MAX_PARTICIPANTS,
+        description="c: each round participants share to a committee of c members drawn "
+        "publicly (docs/protocol.md section 11); the codes above run over c points. Null: "
+        "all-to-all sharing (every participant a member).",
+    )
 
     @classmethod
     def from_params(cls, params: CryptoParams) -> CryptoConfig:
@@ -98,6 +106,7 @@ class CryptoConfig(_Frozen):
             min_aggregation_size=params.min_aggregation_size,
             min_reference_size=params.min_reference_size,
             max_clusters=params.max_clusters,
+            committee_size=params.committee_size if params.has_committee else None,
         )
 
     def to_params(self, n_participants: int) -> CryptoParams:
@@ -113,6 +122,7 @@ class CryptoConfig(_Frozen):
             min_aggregation_size=self.min_aggregation_size,
             min_reference_size=self.min_reference_size,
             max_clusters=self.max_clusters,
+            committee_size=self.committee_size,
         )
 
 
@@ -128,6 +138,16 @@ class Tolerance(_Frozen):
     min_aggregation_size: int = Field(default=3, ge=2, le=limits.MAX_PARTICIPANTS)
     min_reference_size: int = Field(default=2, ge=1, le=limits.MAX_PARTICIPANTS)
     max_clusters: int = Field(default=8, ge=1, le=limits.MAX_PARTICIPANTS)
+    committee_size: int | None = Field(
+        default=None,
+        ge=3,
+        le=limits.MAX_PARTICIPANTS,
+        description="c: members each participant shares to per round (docs/protocol.md "
+        "section 11). Null: automatic, everybody up to 128 participants, above that the "
+        "smallest c from 64 whose random draw holds more than the codes' T colluders with "
+        "probability below 2^-40. A size above n_participants, or one that fails that bound "
+        "at these fractions, is refused; n_participants means all-to-all.",
+    )
 
 
 class PromptConfig(_Frozen):
@@ -392,6 +412,12 @@ class DifferentialPrivacyConfig(_Frozen):
 PROTOTYPE_STRATEGIES = ("protopfl-igpp", "protopfl-vpdr")
 """Strategies that share private class prototypes instead of a prompt update."""
 
+MAX_PROTOTYPE_CLASSES = 10_000
+"""Most rows of a prototype block (``n_classes``, and names in ``prototypes.classes``)."""
+
+MAX_CLASS_NAME_CHARS = 200
+"""Longest class name in ``prototypes.classes``."""
+
 
 class PrototypeConfig(_Frozen):
     """``protopfl-igpp`` / ``protopfl-vpdr``: the shared prototype block and its local DP.
@@ -404,9 +430,23 @@ class PrototypeConfig(_Frozen):
     ``delta`` over the ``rounds.total`` planned releases (``rounds.total`` is required).
     ``select_*``, ``score_*``, ``soft_clip_gamma``, ``ema_momentum`` and ``kd_*`` apply to
     ``protopfl-vpdr`` only (seed 003 defaults).
+
+    ``classes`` (optional) is the federation-wide class list, the union label space of a
+    federation whose participants label different class sets (several domains): row ``c``
+    of the block is class ``classes[c]``; each participant maps its own class names into it
+    by name, fills only its own classes' rows (zeros elsewhere) and classifies with the
+    global prototypes of its own classes. ``n_classes`` is then ``len(classes)`` (derived
+    when left out). Without ``classes`` every participant labels the same ``n_classes``
+    classes in the same order (row ``c`` is its label ``c``).
     """
 
-    n_classes: int = Field(ge=1, le=10_000, description="C: classes every participant labels.")
+    n_classes: int = Field(ge=1, le=MAX_PROTOTYPE_CLASSES, description="C: rows of the block.")
+    classes: list[str] | None = Field(
+        default=None,
+        max_length=MAX_PROTOTYPE_CLASSES,
+        description="The federation's class list (union label space, each name once): row c "
+        "is classes[c]; participants map their own class names into it. n_classes = its length.",
+    )
     dim: int = Field(ge=2, le=limits.MAX_PROMPT_DIM, description="d: image embedding width.")
     epsilon: float = Field(default=1.0, gt=0, le=limits.MAX_EPSILON_BUDGET, allow_inf_nan=False)
     delta: float = Field(default=1e-5, gt=0, lt=1, allow_inf_nan=False)
@@ -429,6 +469,43 @@ class PrototypeConfig(_Frozen):
     ema_momentum: float = Field(default=0.999, ge=0, lt=1, allow_inf_nan=False)
     kd_temperature: float = Field(default=4.0, gt=0, le=100, allow_inf_nan=False)
     kd_weight: float = Field(default=0.05, ge=0, le=100, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_n_classes(cls, data: Any) -> Any:
+        """``n_classes`` left out next to a ``classes`` list is its length."""
+        if isinstance(data, dict) and data.get("n_classes") is None:
+            classes = data.get("classes")
+            if isinstance(classes, list | tuple):
+                return {**data, "n_classes": len(classes)}
+        return data
+
+    @model_validator(mode="after")
+    def _classes_are_a_label_space(self) -> PrototypeConfig:
+        if self.classes is None:
+            return self
+        seen: set[str] = set()
+        for i, name in enumerate(self.classes):
+            if not name.strip():
+                raise ValueError(f"prototypes.classes[{i}] is empty: every class needs a name")
+            if name != name.strip():
+                raise ValueError(
+                    f"prototypes.classes[{i}] = {name!r} has leading or trailing whitespace"
+                )
+            if len(name) > MAX_CLASS_NAME_CHARS:
+                raise ValueError(
+                    f"prototypes.classes[{i}] has {len(name)} characters, more than "
+                    f"{MAX_CLASS_NAME_CHARS}"
+                )
+            if name in seen:
+                raise ValueError(f"prototypes.classes lists {name!r} twice: each name once")
+            seen.add(name)
+        if self.n_classes != len(self.classes):
+            raise ValueError(
+                f"prototypes.n_classes = {self.n_classes} but prototypes.classes lists "
+                f"{len(self.classes)} classes: leave n_classes out or make them agree"
+            )
+        return self
 
     @property
     def block_length(self) -> int:
@@ -518,7 +595,7 @@ class FederationCreate(_Policy):
             crypto = self.crypto
         else:
             tol = self.tolerance
-            params = CryptoParams.for_federation(
+            params = _for_federation(
                 self.n_participants,
                 reduced_dim=tol.reduced_dim,
                 dropout_fraction=tol.dropout_fraction,
@@ -529,6 +606,7 @@ class FederationCreate(_Policy):
                 min_aggregation_size=min(tol.min_aggregation_size, self.n_participants),
                 min_reference_size=min(tol.min_reference_size, self.n_participants),
                 max_clusters=min(tol.max_clusters, self.n_participants),
+                committee=_committee_request(tol.committee_size, self.n_participants),
             )
             z = dp.noise_multiplier
             if dp.mechanism == "distributed" and z is not None:
@@ -545,6 +623,37 @@ class FederationCreate(_Policy):
         if dp.mechanism == "distributed" and dp.noise_multiplier is not None:
             DistributedNoise.for_params(params, noise_multiplier=dp.noise_multiplier)  # fits p
         return config
+
+
+def _committee_request(size: int | None, n_participants: int) -> bool | int:
+    """``CryptoParams.for_federation``'s ``committee``: none (all-to-all) up to
+    ``FULL_COMMITTEE_MAX`` participants or when ``size`` is ``N``; automatic above; else
+    the size asked for."""
+    from crypto.committee import FULL_COMMITTEE_MAX
+
+    if size is None:
+        return n_participants > FULL_COMMITTEE_MAX
+    if size == n_participants:
+        return False
+    if size > n_participants:
+        raise ParameterError(
+            "tolerance.committee_size",
+            f"= {size} exceeds n_participants = {n_participants} (n_participants means "
+            "all-to-all sharing)",
+        )
+    return size
+
+
+def _for_federation(n_participants: int, **kwargs: Any) -> CryptoParams:
+    """``CryptoParams.for_federation``, naming ``tolerance.committee_size`` in the error
+    when the committee size is refused."""
+    try:
+        return CryptoParams.for_federation(n_participants, **kwargs)
+    except ParameterError as err:
+        if err.parameter in ("size", "committee_size"):
+            message = str(err).split("' ", 1)[-1]
+            raise ParameterError("tolerance.committee_size", message) from None
+        raise
 
 
 class FederationConfig(_Policy):

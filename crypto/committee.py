@@ -41,9 +41,17 @@ random oracle), which is what the tail bound assumes.
 **Verify** (:func:`verify_committee`). A participant recomputes the draw and refuses
 (:class:`CommitteeMismatchError`, reason ``committee_mismatch``) a committee that differs.
 
-The coordinator and participant integration (announcing the roster and beacon, sharing
-to the committee, committee results) is still to do; see docs/protocol.md, "Committee
-sharing".
+**Round** (:func:`round_committee`, :func:`check_announced_committee`,
+:func:`committee_binding`). The coordinator fixes the round's roster (every enrolled,
+non-revoked participant), draws a fresh beacon and the committee of ``min(c, len(roster))``
+members when it starts the round, and announces all three in every participant's task.
+A participant checks the announcement before it trains or shares (its size is the
+federation's ``c``, the roster names it and only enrolled peers, the beacon is long
+enough, the committee is the draw and the sharing recipients are the committee) and
+refuses anything else with :class:`CommitteeMismatchError`; the request digests of the
+later stages bind roster, beacon and committee (:func:`committee_binding`), so members
+shown different committees never have their results decoded together. See
+docs/protocol.md, "Committee sharing".
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -68,12 +76,15 @@ __all__ = [
     "SECURITY_BITS",
     "CommitteeMismatchError",
     "CommitteePlan",
+    "check_announced_committee",
+    "committee_binding",
     "committee_size",
     "committee_threshold",
     "draw_committee",
     "draw_seed",
     "plan_committee",
     "population_colluders",
+    "round_committee",
     "tail_probability",
     "verify_committee",
 ]
@@ -376,3 +387,96 @@ def verify_committee(
             f"{missing[:8]}{', repeats' if len(set(claimed)) != len(claimed) else ''})"
         )
     return expected
+
+
+# -- a round's committee -------------------------------------------------------------
+def round_committee(
+    federation_id: str, round_number: int, roster: Sequence[int], beacon: bytes, size: int
+) -> tuple[int, ...]:
+    """The committee of one round: the draw of ``min(size, len(roster))`` from the roster.
+
+    ``size`` is the federation's ``c``; a roster smaller than ``c`` (revoked participants)
+    makes everybody on it a member, holding the first ``len(roster)`` of the ``c`` points.
+    """
+    if not isinstance(size, int) or size < 1:
+        raise ParameterError("size", f"must be an int >= 1, not {size!r}")
+    return draw_committee(federation_id, round_number, roster, beacon, min(size, len(roster)))
+
+
+def check_announced_committee(
+    *,
+    federation_id: str,
+    round_number: int,
+    me: int,
+    committee_size: int,
+    announced_size: int,
+    roster: Sequence[int],
+    beacon: bytes,
+    members: Sequence[int],
+    recipients: Sequence[int] | None,
+    enrolled: Collection[int],
+) -> tuple[int, ...]:
+    """A participant's check of the committee a round's task announces; the committee.
+
+    Args:
+        me: this participant's index (it must be on the roster).
+        committee_size: the federation's ``c`` from the config it enrolled with.
+        announced_size: the size the task claims (must equal ``committee_size``).
+        roster: the round's participants; sorted, no repeats, enrolled peers only.
+        beacon: the beacon value (at least :data:`MIN_BEACON_BYTES` bytes).
+        members: the announced committee (must be :func:`round_committee`'s draw).
+        recipients: the sharing recipients of the task (None outside the sharing stage);
+            they must be the committee, in its sorted order.
+        enrolled: indices of the federation's enrolled participants (the task's peers).
+
+    Raises :class:`CommitteeMismatchError` (reason ``committee_mismatch``) for any
+    violation, naming it; nothing may be shared or computed then.
+    """
+    if announced_size != committee_size:
+        raise CommitteeMismatchError(
+            f"round {round_number}: the task announces a committee size of {announced_size}, "
+            f"the federation's is {committee_size}"
+        )
+    if list(roster) != sorted(set(roster)):
+        raise CommitteeMismatchError(
+            f"round {round_number}: the roster is not sorted without repeats"
+        )
+    if me not in roster:
+        raise CommitteeMismatchError(f"round {round_number}: participant {me} is not on the roster")
+    foreign = sorted(set(roster) - set(enrolled))
+    if foreign:
+        raise CommitteeMismatchError(
+            f"round {round_number}: the roster names participants {foreign[:8]} that are not "
+            "enrolled"
+        )
+    if len(beacon) < MIN_BEACON_BYTES:
+        raise CommitteeMismatchError(
+            f"round {round_number}: the beacon has {len(beacon)} bytes, fewer than "
+            f"{MIN_BEACON_BYTES}"
+        )
+    expected = verify_committee(
+        members,
+        federation_id=federation_id,
+        round_number=round_number,
+        members=roster,
+        beacon=beacon,
+        size=min(committee_size, len(roster)),
+    )
+    if recipients is not None and list(recipients) != list(expected):
+        raise CommitteeMismatchError(
+            f"round {round_number}: the task asks for shares to {len(recipients)} recipients "
+            f"that are not the committee of {len(expected)}"
+        )
+    return expected
+
+
+def committee_binding(
+    roster: Sequence[int], beacon: bytes, members: Sequence[int]
+) -> dict[str, object]:
+    """What a request digest binds of a committee round (crypto.refusal): roster, beacon,
+    committee, as JSON-ready values (sorted indices, lowercase hex beacon)."""
+    return {
+        "roster": sorted(int(i) for i in roster),
+        "beacon": beacon.hex(),
+        "members": sorted(int(i) for i in members),
+    }

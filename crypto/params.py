@@ -188,8 +188,11 @@ class CryptoParams:
             distances to single participants' prompts, which the default 2 refuses.
         max_clusters: upper bound on the number of clusters.
         committee_size: ``c``, members each participant shares to (issue 17,
-            :mod:`crypto.committee`); ``None`` means all ``N`` (all-to-all sharing). Recorded
-            only: the codes above are the all-to-all ones until the committee integration.
+            :mod:`crypto.committee`); ``None`` (or ``N``) means all ``N`` (all-to-all
+            sharing). With ``c < N`` the two codes run over ``c`` evaluation points (member
+            ``k`` of the round's sorted committee holds ``alpha_k``): their thresholds are
+            checked against ``c`` (:attr:`code_points`), while the overflow bounds stay
+            those of ``N`` summands, since the decoded values are sums over all ``N``.
     """
 
     n_participants: int
@@ -248,21 +251,23 @@ class CryptoParams:
 
     def _check_code(self, name: str, code: CodeSpec, spec: FieldSpec, *, degree: int) -> None:
         need = code.threshold(degree)
-        if self.n_participants < need:
+        points = self.code_points
+        who = "N" if points == self.n_participants else "c (committee_size)"
+        if points < need:
             raise ParameterError(
                 name,
-                f"K={code.k}, T={code.t} needs N >= {degree}*(K+T-1)+1 = {need} for a degree-"
-                f"{degree} stage, but N = {self.n_participants}",
+                f"K={code.k}, T={code.t} needs {who} >= {degree}*(K+T-1)+1 = {need} for a "
+                f"degree-{degree} stage, but {who} = {points}",
             )
-        if 2 * need <= self.n_participants:
+        if 2 * need <= points:
             raise ParameterError(
                 name,
                 f"K={code.k}, T={code.t} decodes the degree-{degree} stage from {need} of "
-                f"N = {self.n_participants} results; it must need more than N/2 so that a "
+                f"{who} = {points} results; it must need more than {who}/2 so that a "
                 "coordinator cannot decode two different requests from two halves "
                 "(equivocation): raise T or tolerate fewer dropouts",
             )
-        if code.k + code.t + self.n_participants >= spec.prime:
+        if code.k + code.t + points >= spec.prime:
             raise ParameterError(name, f"needs K+T+N < p = {spec.prime} for distinct points")
 
     def _check_overflow(self) -> None:
@@ -296,29 +301,40 @@ class CryptoParams:
 
     # -- derived ---------------------------------------------------------------------
     @property
+    def code_points(self) -> int:
+        """Evaluation points of both codes: ``c`` with a committee, else ``N``."""
+        c = self.committee_size
+        return self.n_participants if c is None else c
+
+    @property
+    def has_committee(self) -> bool:
+        """Whether participants share to a committee of ``c < N`` members only."""
+        return self.code_points < self.n_participants
+
+    @property
     def clustering_chunk(self) -> int:
         """``ceil(r / K_c)``: entries per chunk of a shared reduced prompt."""
         return -(-self.reduced_dim // self.clustering_code.k)
 
     @property
     def clustering_dropouts(self) -> int:
-        """How many participants may miss the distance stage."""
-        return self.n_participants - self.clustering_code.threshold(2)
+        """How many participants (committee members) may miss the distance stage."""
+        return self.code_points - self.clustering_code.threshold(2)
 
     @property
     def aggregation_dropouts(self) -> int:
-        """How many participants may miss the aggregation stage."""
-        return self.n_participants - self.aggregation_code.threshold(1)
+        """How many participants (committee members) may miss the aggregation stage."""
+        return self.code_points - self.aggregation_code.threshold(1)
 
     def clustering_lcc(self) -> LagrangeCode:
         """The LCC code of the distance stage."""
         c = self.clustering_code
-        return LagrangeCode(self.clustering_field.field, c.k, c.t, self.n_participants)
+        return LagrangeCode(self.clustering_field.field, c.k, c.t, self.code_points)
 
     def aggregation_lcc(self) -> LagrangeCode:
         """The LCC code of the aggregation stage."""
         c = self.aggregation_code
-        return LagrangeCode(self.aggregation_field.field, c.k, c.t, self.n_participants)
+        return LagrangeCode(self.aggregation_field.field, c.k, c.t, self.code_points)
 
     @classmethod
     def for_federation(
@@ -332,7 +348,7 @@ class CryptoParams:
         aggregation_clip: float = 1.0,
         clustering_prime: int = MERSENNE_61,
         aggregation_prime: int = MERSENNE_31,
-        committee: bool = False,
+        committee: bool | int = False,
         **kwargs: Any,
     ) -> CryptoParams:
         """Parameters tolerating ``floor(f_d * N)`` dropouts and ``max(1, floor(f_c * N))``
@@ -341,8 +357,15 @@ class CryptoParams:
         The distance stage has ``K_c = 1`` and ``T_c = max(T, ceil(floor(N/2) / 2))``, the
         smallest ``T_c >= T`` whose threshold ``2 T_c + 1`` exceeds ``N/2`` (module doc);
         the aggregation stage's threshold ``N - dropouts`` exceeds ``N/2`` when fewer than
-        half may drop out. With ``committee=True`` it also sets ``committee_size`` from
-        :func:`crypto.committee.committee_size` (same fractions); the codes are unchanged.
+        half may drop out.
+
+        ``committee``: ``True`` sizes a committee with
+        :func:`crypto.committee.committee_size` (same fractions; ``N`` up to 128), an int
+        asks for that size (:func:`crypto.committee.plan_committee` refuses a size whose
+        committee could hold more than ``T`` colluders with probability ``>= 2**-40``).
+        A committee of ``c < N`` gets the committee codes over ``c`` points (``T = floor((c
+        - D - 1) / 2)``, ``D = floor(f_d c)``); ``c = N`` is recorded and the codes are the
+        all-to-all ones above. The quantization bits are those of ``N`` summands either way.
         """
         n = n_participants
         dropouts = math.floor(dropout_fraction * n)
@@ -353,15 +376,6 @@ class CryptoParams:
                 f"= {dropout_fraction} tolerates {dropouts} of {n} dropouts; fewer than half "
                 "may drop out, or two halves could each be decoded (equivocation)",
             )
-        t_c = max(colluders, -(-(n // 2) // 2))
-        if 2 * t_c + 1 > n - dropouts:
-            raise ParameterError(
-                "collusion_fraction",
-                f"= {collusion_fraction} with {dropouts} dropouts leaves no distance-stage "
-                f"code among {n} participants (need 2*T+1 <= N - dropouts with T = {t_c})",
-            )
-        c_code = CodeSpec(k=1, t=t_c)
-        a_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=1)
         chunk = reduced_dim
         c_bits = largest_safe_bits(
             prime=clustering_prime, clip=clustering_clip, n_participants=n, degree=2, chunk=chunk
@@ -369,12 +383,33 @@ class CryptoParams:
         a_bits = largest_safe_bits(
             prime=aggregation_prime, clip=aggregation_clip, n_participants=n, degree=1
         )
-        if committee:
-            from crypto.committee import committee_size  # imports this module
+        plan = None
+        if committee is not False:
+            from crypto.committee import plan_committee  # imports this module
 
-            kwargs["committee_size"] = committee_size(
-                n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
+            if committee is not True and (not isinstance(committee, int) or committee < 3):
+                raise ParameterError(
+                    "committee_size", f"must be an int in [3, {n}], not {committee!r}"
+                )
+            plan = plan_committee(
+                n,
+                collusion_fraction=collusion_fraction,
+                dropout_fraction=dropout_fraction,
+                size=None if committee is True else int(committee),
             )
+            kwargs["committee_size"] = plan.size
+        if plan is not None and not plan.full:
+            c_code, a_code = plan.clustering_code, plan.aggregation_code
+        else:
+            t_c = max(colluders, -(-(n // 2) // 2))
+            if 2 * t_c + 1 > n - dropouts:
+                raise ParameterError(
+                    "collusion_fraction",
+                    f"= {collusion_fraction} with {dropouts} dropouts leaves no distance-stage "
+                    f"code among {n} participants (need 2*T+1 <= N - dropouts with T = {t_c})",
+                )
+            c_code = CodeSpec(k=1, t=t_c)
+            a_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=1)
         return cls(
             n_participants=n,
             reduced_dim=reduced_dim,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from crypto.errors import RefusalError
@@ -128,29 +128,52 @@ def check_same_request(previous: str | None, digest: str) -> None:
         )
 
 
-def distance_request_digest(federation_id: str, round_number: int, refs: ReferenceSets) -> str:
-    """:func:`request_digest` of a distance request."""
+def _with_committee(request: dict[str, Any], committee: Mapping[str, Any] | None) -> Any:
+    """A committee round's request also binds roster, beacon and committee
+    (:func:`crypto.committee.committee_binding`); an all-to-all request is unchanged."""
+    return request if committee is None else {**request, "committee": dict(committee)}
+
+
+def distance_request_digest(
+    federation_id: str,
+    round_number: int,
+    refs: ReferenceSets,
+    *,
+    committee: Mapping[str, Any] | None = None,
+) -> str:
+    """:func:`request_digest` of a distance request (and of its committee, if any)."""
     return request_digest(
-        {
-            "federation": federation_id,
-            "round": round_number,
-            "stage": "distances",
-            "participants": list(refs.participants),
-            "clusters": [[c, list(m)] for c, m in refs.clusters],
-            "probes": [[c, list(m)] for c, m in refs.probes],
-        }
+        _with_committee(
+            {
+                "federation": federation_id,
+                "round": round_number,
+                "stage": "distances",
+                "participants": list(refs.participants),
+                "clusters": [[c, list(m)] for c, m in refs.clusters],
+                "probes": [[c, list(m)] for c, m in refs.probes],
+            },
+            committee,
+        )
     )
 
 
 def aggregation_request_digest(
-    federation_id: str, round_number: int, member_sets: Sequence[Sequence[int]]
+    federation_id: str,
+    round_number: int,
+    member_sets: Sequence[Sequence[int]],
+    *,
+    committee: Mapping[str, Any] | None = None,
 ) -> str:
-    """:func:`request_digest` of an aggregation request (its member sets, in order)."""
+    """:func:`request_digest` of an aggregation request (its member sets, in order, and
+    its committee, if any)."""
     return request_digest(
-        {
-            "federation": federation_id,
-            "round": round_number,
-            "stage": "aggregation",
-            "sets": [list(m) for m in member_sets],
-        }
+        _with_committee(
+            {
+                "federation": federation_id,
+                "round": round_number,
+                "stage": "aggregation",
+                "sets": [list(m) for m in member_sets],
+            },
+            committee,
+        )
     )

@@ -10,6 +10,7 @@ different requests for one stage.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from crypto.committee import CommitteeMismatchError
 from crypto.errors import RefusalError
 from crypto.params import CryptoParams
 from crypto.refusal import (
@@ -32,6 +34,7 @@ from crypto.transport import load_private_key
 from participant.client import CoordinatorClient, RequestRefusedError
 from participant.protocol import (
     aggregation_payload,
+    committee_of,
     crypto_params,
     distance_payload,
     distance_request,
@@ -39,6 +42,7 @@ from participant.protocol import (
     open_inbox,
     peer_keys,
     prompt_from_document,
+    round_committee,
     share_body,
 )
 from participant.state import StateDir
@@ -225,7 +229,35 @@ class Engine:
                 self._sleep(self.poll_s)
 
     # -- stages ----------------------------------------------------------------------------
+    def _committee_ok(self, task: dict[str, Any], number: int, stage: str) -> bool:
+        """Check the round's committee announcement (committee rounds); refuse it if wrong.
+
+        A refused announcement is recorded (committed first) and sent once; the daemon
+        then shares and computes nothing in the round (the coordinator drops it).
+        """
+        progress = self.progress(number)
+        announced = json.dumps(task.get("committee"), sort_keys=True)
+        request = hashlib.sha256(announced.encode()).hexdigest()
+        refusal = progress.get(f"{stage}_refusal")
+        if isinstance(refusal, dict) and refusal.get("reason") == "committee_mismatch":
+            if not refusal.get("sent"):
+                self._send_refusal(number, stage, progress, refusal)
+            return False
+        try:
+            committee = round_committee(
+                task, params=self.params, federation_id=self.federation_id, index=self.index
+            )
+        except CommitteeMismatchError as exc:
+            self._refuse(number, stage, progress, request, exc, blamed=())
+            return False
+        if committee is not None and stage != "sharing" and self.index not in committee:
+            self._say(f"round {number}: not on the committee; nothing to compute")
+            return False
+        return True
+
     def _share(self, task: dict[str, Any], number: int) -> None:
+        if not self._committee_ok(task, number, "sharing"):
+            return
         progress = self.progress(number)
         if not progress.get("trained"):
             self._say(f"round {number}: training (cluster {task.get('cluster')})")
@@ -261,7 +293,9 @@ class Engine:
         else:
             body = self.state.read_object(body_path)
         self.client.upload_shares(number, body)
-        self._say(f"round {number}: shares uploaded to {len(task['sharing']['recipients'])} peers")
+        recipients = len(task["sharing"]["recipients"])
+        whom = "committee members" if task.get("committee") else "peers"
+        self._say(f"round {number}: shares uploaded to {recipients} {whom}")
 
     def _opened(self, task: dict[str, Any], number: int, kind: str) -> Any:
         specs = {s["kind"]: s for s in self.progress(number).get("sharing_specs", [])}
@@ -290,10 +324,13 @@ class Engine:
 
     def _request_digest(self, task: dict[str, Any], number: int, stage: str) -> str:
         """Digest of the request the task holds for ``stage`` (as the coordinator has it)."""
+        committee = committee_of(task)
         if stage == "distances":
-            return distance_request_digest(self.federation_id, number, distance_request(task))
+            return distance_request_digest(
+                self.federation_id, number, distance_request(task), committee=committee
+            )
         sets = [tuple(int(m) for m in s["members"]) for s in task["aggregation"]["sets"]]
-        return aggregation_request_digest(self.federation_id, number, sets)
+        return aggregation_request_digest(self.federation_id, number, sets, committee=committee)
 
     def _coded(self, task: dict[str, Any], number: int, stage: str) -> None:
         """Answer the stage's request once, or refuse it (naming whom it blames).
@@ -302,6 +339,8 @@ class Engine:
         again (a blamed sender was dropped) the new request is tried afresh. A request
         other than the one already answered is refused (``conflicting_request``).
         """
+        if not self._committee_ok(task, number, stage):
+            return
         progress = self.progress(number)
         if progress.get(f"{stage}_refused"):  # state written before refusals were per request
             return

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from numpy.typing import NDArray
 
 from crypto.aggregation import member_sums, prepare_update
+from crypto.committee import CommitteeMismatchError, check_announced_committee, committee_binding
 from crypto.dp.distributed import DistributedNoise
 from crypto.errors import ShareAuthenticationError, WireFormatError
 from crypto.field import FieldArray
@@ -38,11 +39,13 @@ from crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vecto
 __all__ = [
     "OpenedShares",
     "aggregation_payload",
+    "committee_of",
     "crypto_params",
     "distance_payload",
     "distributed_noise",
     "open_inbox",
     "peer_keys",
+    "round_committee",
     "share_body",
 ]
 
@@ -67,6 +70,69 @@ def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
         l2_clip=float(c["l2_clip"]),
         min_aggregation_size=int(c["min_aggregation_size"]),
         max_clusters=int(c["max_clusters"]),
+        committee_size=None if c.get("committee_size") is None else int(c["committee_size"]),
+    )
+
+
+def round_committee(
+    task: Mapping[str, Any], *, params: CryptoParams, federation_id: str, index: int
+) -> tuple[int, ...] | None:
+    """The round's committee after checking the task's announcement; None when all-to-all.
+
+    Refuses (:class:`~crypto.committee.CommitteeMismatchError`, reason
+    ``committee_mismatch``) a committee round in an all-to-all federation and the
+    reverse, and any announcement :func:`crypto.committee.check_announced_committee`
+    refuses (not the public draw, another size, a roster without this participant or
+    with strangers, sharing recipients other than the committee).
+    """
+    announced = task.get("committee")
+    number = int(task["round"])
+    if not params.has_committee:
+        if announced is not None:
+            raise CommitteeMismatchError(
+                f"round {number}: the task announces a committee, but the federation shares "
+                "all-to-all"
+            )
+        return None
+    assert params.committee_size is not None
+    if announced is None:
+        raise CommitteeMismatchError(
+            f"round {number}: the federation shares to committees of "
+            f"{params.committee_size}, but the task announces none"
+        )
+    try:
+        beacon = bytes.fromhex(str(announced["beacon"]))
+        roster = [int(i) for i in announced["roster"]]
+        members = [int(i) for i in announced["members"]]
+        size = int(announced["size"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CommitteeMismatchError(
+            f"round {number}: the committee announcement is malformed ({err})"
+        ) from None
+    sharing = task.get("sharing")
+    return check_announced_committee(
+        federation_id=federation_id,
+        round_number=number,
+        me=index,
+        committee_size=params.committee_size,
+        announced_size=size,
+        roster=roster,
+        beacon=beacon,
+        members=members,
+        recipients=None if sharing is None else [int(r) for r in sharing["recipients"]],
+        enrolled={int(p["index"]) for p in task["peers"]},
+    )
+
+
+def committee_of(task: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What request digests bind of the task's committee (None when all-to-all)."""
+    announced = task.get("committee")
+    if announced is None:
+        return None
+    return committee_binding(
+        [int(i) for i in announced["roster"]],
+        bytes.fromhex(str(announced["beacon"])),
+        [int(i) for i in announced["members"]],
     )
 
 
@@ -107,9 +173,20 @@ def share_body(
     ``update`` is ``g_i`` (clipped to ``C`` and per entry, stochastic rounding), plus
     this participant's discrete Gaussian share when ``noise`` (distributed DP,
     :func:`distributed_noise`) is given.
+
+    In a committee round the announcement is checked first (:func:`round_committee`;
+    a mismatch raises before anything is shared) and the recipients are the committee:
+    member ``k`` of it gets the share at ``alpha_k``. Otherwise recipient ``j`` gets the
+    share at ``alpha_j``.
     """
     peers = peer_keys(task)
     sharing = task["sharing"]
+    committee = round_committee(task, params=params, federation_id=federation_id, index=index)
+    point = (
+        {int(r): int(r) for r in sharing["recipients"]}
+        if committee is None
+        else {m: k for k, m in enumerate(committee)}
+    )
     envelopes = []
     for spec in sharing["envelopes"]:
         kind = spec["kind"]
@@ -135,7 +212,7 @@ def share_body(
             context = ShareContext(
                 federation_id, int(task["round"]), spec["context_stage"], index, int(recipient)
             )
-            packed = pack_field_vector(shares[int(recipient)], prime=int(spec["prime"]))
+            packed = pack_field_vector(shares[point[int(recipient)]], prime=int(spec["prime"]))
             sealed = seal_share(
                 private_key, peers[int(recipient)], packed, context=context, rng=rng
             )
@@ -213,7 +290,10 @@ def distance_payload(
     if values.size != int(task["distances"]["result_length"]):
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))
-    return payload, distance_request_digest(str(task["federation_id"]), int(task["round"]), refs)
+    digest = distance_request_digest(
+        str(task["federation_id"]), int(task["round"]), refs, committee=committee_of(task)
+    )
+    return payload, digest
 
 
 def aggregation_payload(
@@ -227,7 +307,10 @@ def aggregation_payload(
     )
     sums = member_sums(params.aggregation_field.field, opened.shares, sets)
     payload = pack_field_matrix(sums, prime=int(a["prime"]))
-    return payload, aggregation_request_digest(str(task["federation_id"]), int(task["round"]), sets)
+    digest = aggregation_request_digest(
+        str(task["federation_id"]), int(task["round"]), sets, committee=committee_of(task)
+    )
+    return payload, digest
 
 
 def prompt_from_document(doc: Mapping[str, Any] | None) -> NDArray[np.float64] | None:

@@ -32,6 +32,7 @@ __all__ = [
     "AggregationTask",
     "B64Bytes",
     "ClusterSet",
+    "CommitteeOut",
     "DistanceTask",
     "EnrollRequest",
     "EnrollResponse",
@@ -165,6 +166,11 @@ class RoundStatus(_Model):
         description="Stage -> participants whose evaluations decoding rejected."
     )
     next_clusters: list[ClusterSet] | None = Field(description="Clustering result, if any.")
+    committee: list[int] | None = Field(
+        default=None,
+        description="Committee rounds: the members participants share to and who compute "
+        "(docs/protocol.md section 11); null when every participant is one.",
+    )
     distances: dict[str, Any] | None = Field(
         description="Decoded D and E (squared distances); only if operators_see_distances."
     )
@@ -257,8 +263,24 @@ class EnvelopeSpec(_Model):
     envelope_length: int = Field(description="Exact size in bytes of a sealed envelope.")
 
 
+class CommitteeOut(_Model):
+    """A committee round's public draw (docs/protocol.md section 11): check it, then share
+    to ``members`` only; member ``k`` (sorted) holds the codes' evaluation point
+    ``alpha_k``."""
+
+    size: int = Field(description="The federation's committee size c.")
+    roster: list[int] = Field(description="The round's participants, sorted: the draw's pool.")
+    beacon: str = Field(description="Beacon value (hex) drawn after the roster was fixed.")
+    members: list[int] = Field(
+        description="crypto.committee.round_committee(federation, round, roster, beacon, c)."
+    )
+
+
 class SharingTask(_Model):
-    recipients: list[int] = Field(description="Every participant, yourself included.")
+    recipients: list[int] = Field(
+        description="Every participant, yourself included; in a committee round the "
+        "committee members (sorted)."
+    )
     envelopes: list[EnvelopeSpec]
 
 
@@ -298,6 +320,11 @@ class Task(_Model):
     sharing: SharingTask | None = None
     distances: DistanceTask | None = None
     aggregation: AggregationTask | None = None
+    committee: CommitteeOut | None = Field(
+        default=None,
+        description="Committee rounds: the public draw to verify before sharing; only "
+        "members compute coded results. Null: all-to-all.",
+    )
     peers: list[Peer]
 
 

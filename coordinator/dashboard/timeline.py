@@ -95,7 +95,7 @@ def round_line(
         elif span.end is None and live_uploads is not None:
             span.contributors = sorted(live_uploads)
             expected = (
-                state.active() if span.stage == Stage.SHARING.value else state.still_present()
+                state.active() if span.stage == Stage.SHARING.value else state.computers()
             )
             span.waiting = sorted(set(expected) - set(live_uploads))
         span.dropped = sorted(dropped.get(span.stage, []))

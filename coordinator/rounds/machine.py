@@ -26,9 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from crypto.params import CryptoParams
+
+if TYPE_CHECKING:
+    from coordinator.rounds.state import RoundState
 
 __all__ = [
     "TERMINAL",
@@ -37,6 +40,7 @@ __all__ = [
     "Decision",
     "Stage",
     "StageProgress",
+    "committee_sharing_decision",
     "decide",
     "is_valid_transition",
     "next_stage",
@@ -160,3 +164,45 @@ def decide(progress: StageProgress, now: datetime) -> Decision:
         reason=f"stage {name} reached its deadline with {len(received)} of "
         f"{len(expected)} uploads; it needs {progress.threshold}",
     )
+
+
+def committee_sharing_decision(
+    state: RoundState,
+    params: CryptoParams,
+    expected: frozenset[int],
+    received: frozenset[int],
+    deadline: datetime,
+    now: datetime,
+) -> Decision:
+    """The sharing stage of a committee round (docs/protocol.md section 11).
+
+    Every participant of the roster is asked to share; at the deadline the stage closes
+    when at least ``min_aggregation_size`` participants shared *and* at least the codes'
+    threshold (:func:`stage_threshold` of the sharing stage, sized for the committee) of
+    committee members did, since only they can compute. A non-member that does not share
+    removes only its own input. It fails at once when too few members remain.
+    """
+    assert state.committee is not None
+    members = frozenset(state.committee)
+    need = stage_threshold(Stage.SHARING, params, clustering_round=state.clustering)
+    remaining = expected & members
+    if len(remaining) < need:
+        return Decision(
+            "fail",
+            reason=f"stage sharing: only {len(remaining)} committee members remain, "
+            f"the committee needs {need}",
+        )
+    decision = decide(
+        StageProgress(Stage.SHARING, expected, received, params.min_aggregation_size, deadline),
+        now,
+    )
+    if decision.action == "close":
+        shared = len(received & remaining)
+        if shared < need:
+            return Decision(
+                "fail",
+                dropped=decision.dropped,
+                reason=f"stage sharing reached its deadline with {shared} of "
+                f"{len(remaining)} committee members' uploads; it needs {need}",
+            )
+    return decision

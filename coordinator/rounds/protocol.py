@@ -15,7 +15,7 @@ number of contributors); prompts are flat float64 vectors of ``n_ctx * dim`` val
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from crypto.aggregation import decode_cluster_mean
 from crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
 from crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
 from crypto.errors import DecodeError
+from crypto.lcc import Decoded
 from crypto.rng import RandomSource
 from crypto.secpc import decode_distances
 from crypto.wire import unpack_field_matrix, unpack_field_vector
@@ -67,6 +68,33 @@ class Outcome:
     reason: str | None = None
     clusters: tuple[ClusterRow, ...] = ()
     ledger: tuple[LedgerRecord, ...] = field(default=())
+
+
+class _Points:
+    """Participant index <-> index of its evaluation point in the round's codes.
+
+    Without a committee they are the same; in a committee round member ``k`` of the
+    sorted committee holds point ``alpha_k``. Decoders work on point indices; everything
+    stored and logged names participants.
+    """
+
+    def __init__(self, state: RoundState) -> None:
+        self._point = state.point_of()
+        self._name = {k: i for i, k in self._point.items()}
+
+    def point(self, participant: int) -> int:
+        try:
+            return self._point[participant]
+        except KeyError:
+            raise ValueError(f"participant {participant} holds no evaluation point") from None
+
+    def names(self, points: Sequence[int]) -> list[int]:
+        return [self._name[k] for k in points]
+
+    def named(self, decoded: Decoded) -> Decoded:
+        return Decoded(
+            decoded.values, tuple(self.names(decoded.used)), tuple(self.names(decoded.rejected))
+        )
 
 
 def fail(state: RoundState, reason: str, **detail: Any) -> Outcome:
@@ -134,12 +162,16 @@ def run_clustering(
     if refs is None:
         raise ValueError("clustering stage without reference sets")
     spec = params.clustering_field
+    points = _Points(state)
     vectors = {
-        j: unpack_field_vector(data, prime=spec.prime, expected_length=refs.result_length)
+        points.point(j): unpack_field_vector(
+            data, prime=spec.prime, expected_length=refs.result_length
+        )
         for j, data in results.items()
     }
     try:
         distances, decoded = decode_distances(params.clustering_lcc(), vectors, refs, spec)
+        decoded = points.named(decoded)
         if decoded.rejected:
             log.warning(
                 "distance stage: the results of participants %s were wrong; decoded without "
@@ -150,8 +182,8 @@ def run_clustering(
         return fail(
             state,
             f"distance decode failed: {err}",
-            rejected=list(err.rejected),
-            received=list(err.received),
+            rejected=points.names(err.rejected),
+            received=points.names(err.received),
         )
     membership = state.membership_obj()
     step = secpc_step(
@@ -269,8 +301,11 @@ def publish(
     means: dict[str, list[float]] = {}
     if sets:
         share_len = config.update_share_length()
+        points = _Points(state)
         matrices = {
-            j: unpack_field_matrix(data, prime=spec.prime, expected_shape=(len(sets), share_len))
+            points.point(j): unpack_field_matrix(
+                data, prime=spec.prime, expected_shape=(len(sets), share_len)
+            )
             for j, data in results.items()
         }
         code = params.aggregation_lcc()
@@ -297,9 +332,10 @@ def publish(
                 return fail(
                     state,
                     f"aggregation decode of cluster {c} failed: {err}",
-                    rejected=list(err.rejected),
-                    received=list(err.received),
+                    rejected=points.names(err.rejected),
+                    received=points.names(err.received),
                 )
+            decoded = points.named(decoded)
             if decoded.rejected:
                 log.warning(
                     "aggregation stage: the results of participants %s were wrong; decoded "

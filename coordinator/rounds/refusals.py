@@ -212,7 +212,7 @@ def _write(
     accusations.append((me, detail["accused"]))
     dropped = {int(i) for i in state.dropped}
     guilty = convicted_senders(accusations, excluded=dropped, quorum=accusation_quorum(config))
-    answered = _results(session, rnd.id, stage) & set(state.still_present())
+    answered = _results(session, rnd.id, stage) & set(state.computers())
     if guilty:
         new_state = replan(
             state, config, stage, guilty, answered, salt=f"{rnd.federation_id}|{rnd.number}"
@@ -229,7 +229,7 @@ def _write(
             return _cas(session, rnd, failed, detail, now, fail_reason=reason)
         return _cas(session, rnd, new_state, detail, now, restart=config)
     pending = (_pending(history) | {me}) - dropped - answered
-    if set(state.still_present()) <= answered | pending:
+    if set(state.computers()) <= answered | pending:
         detail["dropped"] = sorted(pending)
         return _cas(session, rnd, state.with_dropped(sorted(pending), stage.value), detail, now)
     return _cas(session, rnd, state, detail, now)

@@ -9,6 +9,7 @@ first one). Warmup counts published rounds, so a failed round does not use it up
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from datetime import datetime
 
@@ -27,6 +28,7 @@ from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.protocol import ClusterRow, planned_releases
 from coordinator.rounds.state import RoundState
 from crypto.clustering import Membership
+from crypto.committee import round_committee
 from crypto.dp import check_budget
 from crypto.errors import PrivacyBudgetError
 
@@ -117,11 +119,14 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         assert done.next_membership is not None
         membership, generation = Membership.from_dict(done.next_membership), published.number
     warm = store.count_published(session, federation.id) < config.rounds.warmup_rounds
+    committee, beacon = _draw(config, federation.id, number, indices)
     state = RoundState(
         membership=membership.to_dict(),
         generation=generation,
         clustering=config.clustered and not warm,
         participants=indices,
+        committee=committee,
+        beacon=beacon,
     )
     if config.dp.epsilon_budget is not None:
         try:
@@ -147,17 +152,41 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
     )
     session.add(rnd)
     session.flush()
+    detail: dict[str, object] = {"generation": generation, "clustering": state.clustering}
+    if state.committee is not None:
+        detail.update(committee=state.committee, beacon=state.beacon)
     store.append_event(
         session,
         rnd.id,
         version=1,
         kind="started",
         now=now,
-        detail={"generation": generation, "clustering": state.clustering},
+        detail=detail,
         to_stage=Stage.SHARING.value,
     )
     session.commit()
     return rnd
+
+
+def _draw(
+    config: FederationConfig, federation_id: str, number: int, roster: list[int]
+) -> tuple[list[int] | None, str | None]:
+    """A committee round's ``committee`` and ``beacon`` (docs/protocol.md section 11).
+
+    The roster is fixed first (the enrolled, non-revoked participants); the beacon is then
+    32 bytes from the operating system's CSPRNG, drawn in the transaction that stores the
+    round, and the committee is the public draw from both. ``(None, None)`` for
+    all-to-all federations.
+    """
+    size = config.crypto.committee_size
+    if size is None or size >= config.n_participants or not roster:
+        return None, None
+    beacon = secrets.token_bytes(BEACON_BYTES)
+    committee = round_committee(federation_id, number, roster, beacon, size)
+    return list(committee), beacon.hex()
+
+
+BEACON_BYTES = 32
 
 
 def _sqlite_busy(err: OperationalError) -> bool:

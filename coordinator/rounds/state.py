@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from crypto.clustering import Membership, Merge, Split, StepResult
+from crypto.committee import committee_binding
 from crypto.secpc import ReferenceSets
 
 __all__ = ["RoundState", "refs_from_dict", "refs_to_dict", "step_from_dict", "step_to_dict"]
@@ -78,6 +79,12 @@ class RoundState(BaseModel):
     """LCC indices expected to take part (enrolled and not revoked at the start)."""
     dropped: dict[str, str] = {}
     """Participant index -> the stage it missed (or refused); out for the round."""
+    committee: list[int] | None = None
+    """Committee rounds (``crypto.committee_size`` below N): the sorted members drawn from
+    ``participants`` (the roster) and ``beacon``; member ``k`` holds the codes' point
+    ``alpha_k``. None: all-to-all, every participant holds ``alpha_index``."""
+    beacon: str | None = None
+    """Committee rounds: the beacon value (hex) the committee was drawn with."""
     # set when sharing closes
     present: list[int] | None = None
     """Participants whose shares were delivered: the ``i`` of every later computation."""
@@ -112,6 +119,28 @@ class RoundState(BaseModel):
 
     def sets(self) -> list[tuple[int, tuple[int, ...]]]:
         return [(int(c), tuple(int(i) for i in m)) for c, m in self.aggregation_sets or []]
+
+    def point_of(self) -> dict[int, int]:
+        """Participant index -> the index of its evaluation point in the round's codes:
+        its position in the committee, or its own index without a committee."""
+        if self.committee is None:
+            return {i: i for i in self.participants}
+        return {m: k for k, m in enumerate(self.committee)}
+
+    def computers(self) -> list[int]:
+        """Who is expected to upload coded results: still-present committee members (every
+        still-present participant without a committee)."""
+        present = self.still_present()
+        if self.committee is None:
+            return present
+        members = set(self.committee)
+        return [i for i in present if i in members]
+
+    def committee_binding(self) -> dict[str, Any] | None:
+        """Roster, beacon and committee as request digests bind them (None: all-to-all)."""
+        if self.committee is None or self.beacon is None:
+            return None
+        return committee_binding(self.participants, bytes.fromhex(self.beacon), self.committee)
 
     def active(self) -> list[int]:
         """Participants not dropped (among those expected)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,7 +25,7 @@ from coordinator.api.models import UploadReceipt
 from coordinator.config import FederationConfig
 from coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
 from coordinator.errors import ProblemError, from_crypto_error
-from coordinator.rounds import store
+from coordinator.rounds import store, store_envelopes
 from coordinator.rounds.machine import Stage
 from coordinator.rounds.state import RoundState
 from coordinator.rounds.views import envelope_specs
@@ -73,9 +73,12 @@ def _check_member(state: RoundState, index: int, stage: Stage) -> None:
             "participant_dropped",
             f"participant {index} was dropped in stage {state.dropped[str(index)]}",
         )
-    expected = state.active() if stage is Stage.SHARING else state.still_present()
+    expected = state.active() if stage is Stage.SHARING else state.computers()
     if index not in expected:
-        raise ProblemError("not_expected", f"participant {index} is not asked for {stage.value}")
+        who = "" if state.committee is None else " (only committee members compute)"
+        raise ProblemError(
+            "not_expected", f"participant {index} is not asked for {stage.value}{who}"
+        )
 
 
 def _require_stage(rnd: Round, stage: Stage) -> None:
@@ -102,7 +105,7 @@ def accept_shares(
     me = participant.lcc_index
     _check_member(state, me, Stage.SHARING)
     sizes = {s.kind: s.envelope_length for s in envelope_specs(config, state.clustering)}
-    recipients = set(state.participants)
+    recipients = set(state.participants if state.committee is None else state.committee)
     given: dict[tuple[int, str], bytes] = {}
     for env in envelopes:
         if env.kind not in sizes:
@@ -110,9 +113,14 @@ def accept_shares(
                 "bad_envelope", f"kind {env.kind!r} is not shared this round", reason="wrong_kind"
             )
         if env.recipient not in recipients:
+            where = (
+                "a participant of this federation"
+                if state.committee is None
+                else (f"a member of round {number}'s committee")
+            )
             raise ProblemError(
                 "unknown_recipient",
-                f"recipient {env.recipient} is not a participant of this federation",
+                f"recipient {env.recipient} is not {where}",
                 recipient=env.recipient,
             )
         if (env.recipient, env.kind) in given:
@@ -152,26 +160,14 @@ def accept_shares(
                     "conflicting_upload", f"participant {me} already uploaded different shares"
                 )
             return receipt
-        rows = [
-            {
-                "round_id": rnd.id,
-                "sender": me,
-                "recipient": recipient,
-                "kind": kind,
-                "ciphertext": data,
-                "created_at": now,
-            }
-            for (recipient, kind), data in sorted(given.items())
-        ]
-        try:  # one multi-row INSERT (no ORM objects: 2 envelopes per recipient)
-            session.execute(insert(ShareEnvelope), rows)
+        rows = [(recipient, kind, data) for (recipient, kind), data in sorted(given.items())]
+        try:  # one binary COPY on PostgreSQL, one executemany INSERT elsewhere
+            store_envelopes.insert_envelopes(session, rnd.id, me, rows, now)
         except IntegrityError:  # the same upload raced in: compare with it
             session.rollback()
             continue
-        if store.bump_version(session, rnd.id, Stage.SHARING) is None:
-            session.rollback()
+        if not store_envelopes.bump_and_commit(session, rnd.id, Stage.SHARING):
             raise ProblemError("wrong_stage", "the sharing stage closed", stage="closed")
-        session.commit()
         return receipt.model_copy(update={"accepted": len(given), "replayed": False})
     raise ProblemError("conflicting_upload", "concurrent uploads for the same slot")
 
@@ -198,11 +194,14 @@ def expected_request_digest(
     federation_id: str, number: int, stage: Stage, state: RoundState
 ) -> str:
     """The digest of the request this round holds for ``stage`` (crypto.refusal)."""
+    committee = state.committee_binding()
     if stage is Stage.DISTANCES:
         refs = state.refs_obj()
         assert refs is not None
-        return distance_request_digest(federation_id, number, refs)
-    return aggregation_request_digest(federation_id, number, [m for _, m in state.sets()])
+        return distance_request_digest(federation_id, number, refs, committee=committee)
+    return aggregation_request_digest(
+        federation_id, number, [m for _, m in state.sets()], committee=committee
+    )
 
 
 def accept_result(

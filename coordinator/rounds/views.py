@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from coordinator.api.models import (
     AggregationTask,
     ClusterSet,
+    CommitteeOut,
     DistanceTask,
     EnvelopeSpec,
     EventOut,
@@ -31,7 +32,7 @@ from coordinator.db.models import (
     ShareEnvelope,
 )
 from coordinator.errors import ProblemError
-from coordinator.rounds import store
+from coordinator.rounds import store, store_envelopes
 from coordinator.rounds.machine import Stage
 from coordinator.rounds.participant_metrics import round_metrics
 from coordinator.rounds.state import RoundState
@@ -169,6 +170,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             "deadline": rnd.deadline,
             "cluster": cluster,
             "senders": state.present,
+            "committee": _committee(state, config),
         }
     )
     if str(me) in state.dropped:
@@ -181,14 +183,15 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     update: dict[str, object] = {"uploaded": uploaded}
     if stage is Stage.SHARING:
         update["sharing"] = SharingTask(
-            recipients=state.participants, envelopes=envelope_specs(config, state.clustering)
+            recipients=state.participants if state.committee is None else state.committee,
+            envelopes=envelope_specs(config, state.clustering),
         )
         update["action"] = "wait" if uploaded else "share"
         if not uploaded:  # only training needs it: n_ctx * dim floats on every poll is heavy
             update["global_prompt"] = _prompt(
                 session, participant.federation_id, state.generation, cluster, config
             )
-    elif me not in state.still_present():
+    elif me not in state.computers():  # dropped since, or not a committee member
         return doc
     elif stage is Stage.DISTANCES:
         refs = state.refs_obj()
@@ -212,24 +215,36 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     return doc.model_copy(update=update)
 
 
+def _committee(state: RoundState, config: FederationConfig) -> CommitteeOut | None:
+    if state.committee is None or state.beacon is None:
+        return None
+    size = config.crypto.committee_size
+    assert size is not None
+    return CommitteeOut(
+        size=size, roster=state.participants, beacon=state.beacon, members=state.committee
+    )
+
+
 def inbox_records(
     session: Session, rnd: Round, recipient: int
 ) -> tuple[list[int], list[tuple[int, str, bytes]]]:
     """The senders whose shares count and their envelopes addressed to ``recipient``
     as ``(sender, kind, ciphertext)``, ordered by sender and kind (the binary inbox,
-    :func:`crypto.wire.pack_inbox`)."""
+    :func:`crypto.wire.pack_inbox`). In a committee round only members have an inbox."""
     state = RoundState.model_validate(rnd.state)
+    if state.committee is not None and recipient not in state.committee:
+        raise ProblemError(
+            "not_expected",
+            f"participant {recipient} is not on round {rnd.number}'s committee: it receives "
+            "no shares and computes nothing",
+        )
     if state.present is None:
         raise ProblemError(
             "wrong_stage", "shares are released when the sharing stage closes", stage=rnd.stage
         )
-    rows = session.execute(  # plain columns, not ORM rows (about 1 MB per inbox)
-        select(ShareEnvelope.sender, ShareEnvelope.kind, ShareEnvelope.ciphertext)
-        .where(ShareEnvelope.round_id == rnd.id, ShareEnvelope.recipient == recipient)
-        .order_by(ShareEnvelope.sender, ShareEnvelope.kind)
-    )
+    rows = store_envelopes.addressed_to(session, rnd.id, recipient)  # about 1 MB
     present = set(state.present)
-    records = [(sender, kind, bytes(data)) for sender, kind, data in rows if sender in present]
+    records = [(sender, kind, data) for sender, kind, data in rows if sender in present]
     return list(state.present), records
 
 
@@ -299,6 +314,7 @@ def round_status(session: Session, rnd: Round, config: FederationConfig) -> Roun
         uploads=uploads,
         rejected=state.rejected,
         next_clusters=None if step is None else _cluster_sets(list(step.membership.clusters)),
+        committee=state.committee,
         distances=state.distances if config.operators_see_distances else None,
         metrics=round_metrics(session, rnd.id),
         events=[

@@ -103,3 +103,18 @@ def test_summary_percentiles_and_error_counts() -> None:
     assert task["p95"] == pytest.approx(0.9505)
     assert task["max"] == 1.0
     assert got["overall"]["max"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("threads", "workers", "expected"),
+    [(40, 1, (40, 0)), (40, 2, (30, 10)), (16, 1, (16, 0)), (16, 4, (15, 1)), (8, 3, (8, 0))],
+)
+def test_the_default_pool_keeps_connections_within_the_budget(
+    threads: int, workers: int, expected: tuple[int, int]
+) -> None:
+    from bench.load import POOL_BUDGET, default_pool
+
+    pool, overflow = default_pool(threads, workers)
+    assert (pool, overflow) == expected
+    assert pool + overflow == threads  # every thread can hold a connection
+    assert workers * pool <= POOL_BUDGET  # kept connections of all processes

@@ -4,6 +4,7 @@ participants, and the committee's codes on real shares."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -32,7 +33,7 @@ from crypto.committee import (
 )
 from crypto.errors import DecodeError, ParameterError, RefusalError
 from crypto.lcc import LagrangeCode
-from crypto.params import CryptoParams
+from crypto.params import CodeSpec, CryptoParams
 from crypto.quantize import lift, quantize
 from crypto.rng import DeterministicRandom
 from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
@@ -138,17 +139,45 @@ def test_plan_refuses_an_unsafe_size_naming_the_safe_one() -> None:
     assert plan.envelopes_per_stage == 1000 * 500 - 500
 
 
-def test_for_federation_records_the_committee_size_only_when_asked() -> None:
+def test_for_federation_uses_the_committee_codes_when_asked() -> None:
     plain = CryptoParams.for_federation(1000)
     withc = CryptoParams.for_federation(1000, committee=True)
+    plan = plan_committee(1000)
     assert plain.committee_size is None
+    assert not plain.has_committee
     assert withc.committee_size == 379
+    assert withc.has_committee
+    assert withc.code_points == 379
     assert (withc.clustering_code, withc.aggregation_code) == (
-        plain.clustering_code,
-        plain.aggregation_code,
+        plan.clustering_code,
+        plan.aggregation_code,
     )
+    assert withc.clustering_lcc().n == withc.aggregation_lcc().n == 379
+    assert withc.aggregation_dropouts == plan.dropouts == 94
+    # quantization stays that of N = 1000 summands
+    assert withc.aggregation_field == plain.aggregation_field
+    assert withc.clustering_field == plain.clustering_field
+    small = CryptoParams.for_federation(100, committee=True)  # N <= 128: everybody
+    assert small.committee_size == 100
+    assert not small.has_committee
+    assert small.aggregation_code == CryptoParams.for_federation(100).aggregation_code
+    forced = CryptoParams.for_federation(12, collusion_fraction=0.2, committee=7)
+    assert (forced.code_points, forced.clustering_code.t, forced.aggregation_code.k) == (7, 2, 4)
+    with pytest.raises(ParameterError, match=r"'size'.*smallest safe size is 12"):
+        CryptoParams.for_federation(12, collusion_fraction=0.25, committee=7)
     with pytest.raises(ParameterError, match="'committee_size'"):
         CryptoParams.for_federation(10, committee_size=11)
+    with pytest.raises(ParameterError, match="'committee_size'"):
+        CryptoParams.for_federation(10, committee=2)
+
+
+def test_committee_params_check_thresholds_against_the_committee() -> None:
+    """A committee code whose threshold is not above c/2 is refused, naming c."""
+    base = CryptoParams.for_federation(12, collusion_fraction=0.2, committee=7)
+    with pytest.raises(ParameterError, match=r"committee_size.*more than c"):
+        dataclasses.replace(base, aggregation_code=CodeSpec(k=1, t=2))  # R = 3 <= 7 / 2
+    with pytest.raises(ParameterError, match=r"needs c \(committee_size\) >= "):
+        dataclasses.replace(base, aggregation_code=CodeSpec(k=6, t=2))  # R = 8 > 7
 
 
 # -- draw ----------------------------------------------------------------------------
