@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -64,8 +64,9 @@ class SimulationConfig:
     ``clip_norm``, ``noise_multiplier``); ``dp`` is the federation's DP section (GDP at
     the coordinator). ``prototypes`` is the federation's prototype section for
     ``protopfl-igpp`` / ``protopfl-vpdr`` (e.g. ``{"epsilon": 1.0, "mix_weight": 0.5}``;
-    ``n_classes`` and ``dim`` are filled in from the data and the backbone); the
-    participants' strategy settings come from it, as a daemon's do.
+    ``n_classes`` and ``dim`` are filled in from the data and the backbone; when the
+    participants' class lists differ, ``classes`` is their union); the participants'
+    strategy settings come from it, as a daemon's do.
     """
 
     strategy: str = "secfpp"
@@ -165,11 +166,34 @@ def _trainer(
 
 
 def _prototypes(config: SimulationConfig, n_classes: int, dim: int) -> dict[str, Any] | None:
-    """The federation's resolved prototype section (``protopfl-*``), else None."""
+    """The federation's resolved prototype section (``protopfl-*``), else None.
+
+    With a class list in ``config.prototypes`` (``classes``, see :func:`_with_class_list`)
+    ``n_classes`` is its length; otherwise it is ``n_classes`` (one participant's classes).
+    """
     if config.strategy not in PROTOTYPE_STRATEGIES:
         return None
-    section = PrototypeConfig(**{"n_classes": n_classes, "dim": dim, **config.prototypes})
+    given = config.prototypes
+    size = {} if given.get("classes") is not None else {"n_classes": n_classes}
+    section = PrototypeConfig(**{**size, "dim": dim, **given})
     return section.model_dump()
+
+
+def _with_class_list(
+    config: SimulationConfig, participants: Sequence[ParticipantData]
+) -> SimulationConfig:
+    """``config`` with the union of the participants' class lists as the prototype section's
+    ``classes`` (each name once, in first-seen order) when their class lists differ (a
+    multi-domain federation of ``protopfl-*``); unchanged otherwise or when it sets one."""
+    lists = {tuple(p.classnames) for p in participants}
+    if (
+        config.strategy not in PROTOTYPE_STRATEGIES
+        or len(lists) <= 1
+        or config.prototypes.get("classes") is not None
+    ):
+        return config
+    union = list(dict.fromkeys(name for p in participants for name in p.classnames))
+    return replace(config, prototypes={**config.prototypes, "classes": union})
 
 
 def _federation_body(
@@ -230,6 +254,7 @@ def simulate(
     def rng_for(label: str) -> RandomSource:
         return DeterministicRandom(f"{seed}|{label}") if deterministic else SystemRandom()
 
+    config = _with_class_list(config, participants)
     trainers = [
         _trainer(p, backbone, config, rng_for(f"dp{i}"), seed * 1000 + i)
         for i, p in enumerate(participants)

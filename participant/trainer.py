@@ -226,8 +226,8 @@ def _feddpa_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dic
 
 def _prototype_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """``protopfl-*``: every field of the federation's ``prototypes`` section the strategy
-    has (all but ``n_classes`` and ``dim``), and ``rounds = rounds.total``; a local override
-    that disagrees is refused."""
+    has (all but ``n_classes`` and ``dim``; ``classes``, the federation's class list, when
+    set), and ``rounds = rounds.total``; a local override that disagrees is refused."""
     from participant.learning.strategies import STRATEGIES
 
     cls = STRATEGIES.get(str(config.get("strategy")))
@@ -294,7 +294,8 @@ def build_trainer(
     )
     protos = config.get("prototypes")
     if protos is not None and (
-        int(protos["n_classes"]) != len(data.classnames) or int(protos["dim"]) != backbone.embed_dim
+        int(protos["n_classes"]) != len(protos.get("classes") or data.classnames)
+        or int(protos["dim"]) != backbone.embed_dim
     ):
         raise LearningConfigError(
             "prototypes",

@@ -21,6 +21,7 @@ the coordinator *and* from the other members, who receive the cluster's prototyp
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,7 +41,34 @@ from participant.learning.prototypes import (
 )
 from participant.learning.strategies.base import RoundOutput, Strategy, StrategyConfig
 
-__all__ = ["ProtoPflConfig", "ProtoPflStrategy"]
+__all__ = ["ProtoPflConfig", "ProtoPflStrategy", "union_rows"]
+
+
+def union_rows(own: Sequence[str], classes: Sequence[str] | None) -> NDArray[np.int64]:
+    """Row of the shared block of each own class, ``(C,)``: ``rows[c] = classes.index(own[c])``
+    (``arange(C)`` without a federation class list). A class missing from ``classes`` and a
+    name the participant holds twice are refused (the mapping is by name).
+
+    >>> union_rows(["b", "a"], ["a", "b", "c"]).tolist()
+    [1, 0]
+    """
+    if classes is None:
+        return np.arange(len(own), dtype=np.int64)
+    index = {name: i for i, name in enumerate(classes)}
+    missing = [name for name in own if name not in index]
+    if missing:
+        raise LearningConfigError(
+            "prototypes.classes",
+            f"does not list this participant's class {missing[0]!r} "
+            f"({len(missing)} of its {len(own)} classes are missing): the federation's class "
+            "list must hold every participant's class names",
+        )
+    if len(set(own)) != len(own):
+        twice = next(name for name in own if list(own).count(name) > 1)
+        raise LearningConfigError(
+            "classnames", f"lists {twice!r} twice: classes map to the federation's by name"
+        )
+    return np.array([index[name] for name in own], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -50,7 +78,10 @@ class ProtoPflConfig(StrategyConfig):
     ``epsilon``, ``delta``: each participant's LDP budget over ``rounds`` releases (the
     federation's planned ``rounds.total``); ``clip``: ``R``, the L2 bound of one feature;
     ``mix_weight``: ``w`` of the combination rule; ``count_cap``: public ``cap`` of the class
-    weights ``w_c = min(n_c, cap) / cap``.
+    weights ``w_c = min(n_c, cap) / cap``; ``classes``: the federation's class list (the
+    union label space, ``C_u`` names; None: the participant's own ``C`` classes, in its own
+    order, are the block's rows). With it the block is ``(C_u, d + 1)``, and own class ``c``
+    is row ``classes.index(classnames[c])`` (:func:`union_rows`).
     """
 
     epsilon: float = 1.0
@@ -59,9 +90,19 @@ class ProtoPflConfig(StrategyConfig):
     clip: float = 1.0
     mix_weight: float = 0.5
     count_cap: int = 256
+    classes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.classes is not None:
+            names = self.classes
+            if isinstance(names, str) or not isinstance(names, list | tuple):
+                raise LearningConfigError("classes", f"must be a list of names, not {names!r}")
+            if not all(isinstance(n, str) and n for n in names) or not names:
+                raise LearningConfigError("classes", "must be non-empty names, at least one")
+            if len(set(names)) != len(names):
+                raise LearningConfigError("classes", "must list each name once")
+            object.__setattr__(self, "classes", tuple(names))
         self._check_real("epsilon", low=0.0, open_low=True)
         self._check_real("delta", low=0.0, high=1.0, open_low=True, open_high=True)
         self._check_int("rounds", 1)
@@ -80,8 +121,11 @@ class ProtoPflStrategy(Strategy):
     config: ProtoPflConfig
 
     def _setup(self) -> None:
-        """The adapter ``W`` (``d x d``), the global prototypes (none yet), no releases."""
+        """The adapter ``W`` (``d x d``), the global prototypes (none yet), no releases, and
+        the block row of each own class (:func:`union_rows`)."""
         super()._setup()
+        self.rows = union_rows(list(self.learner.classnames), self.config.classes)
+        self.n_rows = len(self.rows) if self.config.classes is None else len(self.config.classes)
         backbone = self.learner.backbone
         self.dim = int(backbone.embed_dim)
         self.adapter = ResidualAdapter(self.dim).to(backbone.device)
@@ -92,8 +136,9 @@ class ProtoPflStrategy(Strategy):
 
     @property
     def block_length(self) -> int:
-        """``C (d + 1)``: entries of the shared block (the federation's aggregation length)."""
-        return self.learner.n_cls * (self.dim + 1)
+        """``C_u (d + 1)``: entries of the shared block (the federation's aggregation length;
+        ``C_u = C`` without a federation class list)."""
+        return self.n_rows * (self.dim + 1)
 
     # -- global prototypes -------------------------------------------------------------------
 
@@ -103,12 +148,12 @@ class ProtoPflStrategy(Strategy):
         self._global_before = None
 
     def adopt_global(self, global_prompt: NDArray[Any] | None) -> None:
-        """``P_c = block[c, :d] / block[c, d]`` for classes with a positive weight."""
+        """``P_c = block[r_c, :d] / block[r_c, d]`` for own classes ``c`` (block row ``r_c``)
+        with a positive weight; rows of other participants' classes are not used."""
         if global_prompt is None:
             return
-        self.global_prototypes, self.present = decode_block(
-            np.asarray(global_prompt), self.learner.n_cls, self.dim
-        )
+        prototypes, present = decode_block(np.asarray(global_prompt), self.n_rows, self.dim)
+        self.global_prototypes, self.present = prototypes[self.rows], present[self.rows]
 
     # -- local training ----------------------------------------------------------------------
 
@@ -163,7 +208,8 @@ class ProtoPflStrategy(Strategy):
     # -- the release -------------------------------------------------------------------------
 
     def finish_round(self, update: NDArray[np.float64] | None) -> NDArray[np.float64]:
-        """The round's private prototype block, flat ``(C (d + 1),)`` float64."""
+        """The round's private prototype block, flat ``(C_u (d + 1),)`` float64: own class
+        ``c`` at row ``r_c``, zero rows (weight 0) for the federation's other classes."""
         if self._train is None:
             raise LearningConfigError("strategy", f"'{self.name}' releases after training only")
         if self.releases >= self.config.rounds:
@@ -178,7 +224,10 @@ class ProtoPflStrategy(Strategy):
         y = labels.cpu().numpy().astype(np.int64)
         noisy, counts = self.privatize(h, y)
         self.releases += 1
-        return encode_block(noisy, counts, cap=self.config.count_cap).reshape(-1)
+        own = encode_block(noisy, counts, cap=self.config.count_cap)
+        block = np.zeros((self.n_rows, self.dim + 1))
+        block[self.rows] = own
+        return block.reshape(-1)
 
     @abstractmethod
     def privatize(
