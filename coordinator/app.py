@@ -1,9 +1,11 @@
 """The app factory: ``create_app(settings)``; no engine exists before the lifespan runs.
 
-The lifespan creates the engine and session factory, optionally migrates, and starts
-the background task that enforces deadlines (every ``tick_interval_s`` it drives every
-unfinished round). Run it with ``uvicorn --factory coordinator.app:create_app`` or the
-``secfpp-coordinator`` console script.
+The lifespan creates the engine and session factory, optionally migrates, starts the
+job system (:mod:`coordinator.jobs`: the queue the round driver sends decodes to and,
+by default, a worker in this process) and the deadline tick: every ``tick_interval_s``
+it queues a ``check_deadlines`` job, which drives every unfinished round. Run it with
+``uvicorn --factory coordinator.app:create_app`` or the ``secfpp-coordinator`` console
+script.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from coordinator.api.problems import install_problem_handlers
 from coordinator.dashboard import install_dashboard
 from coordinator.db.engine import make_engine, make_sessionmaker
 from coordinator.db.migrate import upgrade
+from coordinator.jobs.runner import JobRunner
 from coordinator.metrics import Metrics
 from coordinator.ratelimit import ClientLimits
 from coordinator.rounds.driver import Clock, RoundDriver
@@ -40,12 +43,14 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _deadline_loop(driver: RoundDriver, interval: float) -> None:
+async def _deadline_loop(driver: RoundDriver, jobs: JobRunner, interval: float) -> None:
+    """Queue a deadline check every ``interval`` seconds (a worker runs it)."""
     while True:
         try:
-            await anyio.to_thread.run_sync(driver.drive_all)
+            if not await anyio.to_thread.run_sync(jobs.tick, driver.resumed_at):
+                driver.note_outage()
         except Exception:
-            log.exception("deadline check failed")
+            log.exception("queueing the deadline check failed")
         await asyncio.sleep(interval)
 
 
@@ -61,16 +66,25 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     sessions = make_sessionmaker(engine)
     app.state.engine = engine
     app.state.sessions = sessions
+    jobs = JobRunner(settings)
+    app.state.jobs = jobs
     app.state.driver = RoundDriver(
-        sessions, app.state.clock, app.state.metrics, grace_s=settings.deadline_grace_s
+        sessions,
+        app.state.clock,
+        app.state.metrics,
+        grace_s=settings.deadline_grace_s,
+        jobs=jobs.queue,
+        decode_wait_s=settings.drive_wait_s,
     )
-    ticker = asyncio.create_task(_deadline_loop(app.state.driver, settings.tick_interval_s))
+    await jobs.start(jobs.runtime(app.state.driver))
+    ticker = asyncio.create_task(_deadline_loop(app.state.driver, jobs, settings.tick_interval_s))
     try:
         yield
     finally:
         ticker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
+        await jobs.stop()
         engine.dispose()
 
 

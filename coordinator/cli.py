@@ -1,4 +1,5 @@
-"""Console scripts: ``secfpp-coordinator`` (serve), ``secfpp-migrate``, ``secfpp-certs``.
+"""Console scripts: ``secfpp-coordinator`` (serve), ``secfpp-worker``, ``secfpp-migrate``,
+``secfpp-certs``; or ``python -m coordinator {serve|worker|migrate|certs} ...``.
 
 Settings come from the environment / ``.env`` (:class:`~coordinator.settings.Settings`);
 command-line flags override host, port and migration. The server refuses to run
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["certs_main", "main", "migrate_main", "serve_main"]
+__all__ = ["certs_main", "main", "migrate_main", "serve_main", "worker_main"]
 
 
 def serve_main(argv: Sequence[str] | None = None) -> int:
@@ -48,6 +49,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
             "pass --insecure to serve plain HTTP"
         )
     logging.basicConfig(level=logging.INFO)
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)  # a line per job otherwise
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -57,6 +59,13 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         log_level="info",
     )
     return 0
+
+
+def worker_main(argv: Sequence[str] | None = None) -> int:
+    """Run decode and deadline jobs from the PostgreSQL job queue (coordinator.jobs.worker)."""
+    from coordinator.jobs.worker import worker_main as run
+
+    return run(argv)
 
 
 def migrate_main(argv: Sequence[str] | None = None) -> int:
@@ -106,11 +115,16 @@ def certs_main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-COMMANDS = {"serve": serve_main, "migrate": migrate_main, "certs": certs_main}
+COMMANDS = {
+    "serve": serve_main,
+    "worker": worker_main,
+    "migrate": migrate_main,
+    "certs": certs_main,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m coordinator.cli {serve|migrate|certs} ...``"""
+    """``python -m coordinator.cli {serve|worker|migrate|certs} ...``"""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in COMMANDS:
         print(f"usage: python -m coordinator.cli {{{'|'.join(COMMANDS)}}} ...", file=sys.stderr)

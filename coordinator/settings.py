@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -136,8 +136,48 @@ class Settings(BaseSettings):
         ge=0,
         le=60,
         description="How long a participant request waits for a transition another thread "
-        "of this process is computing before it answers from the stored state.",
+        "of this process is computing before it answers from the stored state; also how "
+        "long the request that queued a decode job waits for this process's worker to "
+        "finish it.",
     )
+
+    # -- jobs: decodes and deadline checks off the request path (issue 17) ---------------
+    jobs_in_process: bool = Field(
+        default=True,
+        description="Run a job worker inside this coordinator process. PostgreSQL: a "
+        "procrastinate worker; set false on API-only replicas when separate "
+        "`secfpp-worker` processes do the decodes and deadline checks (without any "
+        "worker rounds stop advancing). SQLite always runs its jobs in-process.",
+    )
+    jobs_concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Jobs one worker runs at once (threads): decodes of different rounds "
+        "and the deadline check.",
+    )
+    jobs_heartbeat_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="PostgreSQL: how often a worker records that it is alive.",
+    )
+    jobs_stalled_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=86_400,
+        description="PostgreSQL: a worker silent this long is dead and its running jobs "
+        "are run again by another worker (at least twice jobs_heartbeat_s).",
+    )
+
+    @model_validator(mode="after")
+    def _stalled_after_heartbeats(self) -> Settings:
+        if self.jobs_stalled_s < 2 * self.jobs_heartbeat_s:
+            raise ValueError(
+                f"jobs_stalled_s ({self.jobs_stalled_s}) must be at least twice "
+                f"jobs_heartbeat_s ({self.jobs_heartbeat_s})"
+            )
+        return self
 
 
 @lru_cache

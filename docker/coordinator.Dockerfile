@@ -24,7 +24,8 @@ COPY bench/__init__.py ./bench/__init__.py
 RUN pip install --no-deps . \
  && pip install "numpy>=1.26" "galois>=0.4" "cryptography>=42" "dp-accounting>=0.4" "scipy>=1.11" \
         "fastapi>=0.110" "uvicorn[standard]>=0.29" "sqlalchemy>=2.0.25" "alembic>=1.13" \
-        "psycopg[binary]>=3.1" "pydantic>=2.6" "pydantic-settings>=2.2"
+        "psycopg[binary]>=3.1" "pydantic>=2.6" "pydantic-settings>=2.2" \
+        "procrastinate>=3.10,<3.11"
 
 USER 10001:10001
 EXPOSE 8443

@@ -6,7 +6,7 @@ with :mod:`coordinator.rounds.protocol`, and writes it with a compare-and-set on
 ``(stage, version)`` together with its event row and any cluster-prompt and ledger rows.
 If another worker (or an upload) got there first the write changes nothing and the
 driver starts over from the fresh row. It is called after every upload, by every
-request that reads a round (lazy deadline check) and by the lifespan's background task.
+request that reads a round (lazy deadline check) and by the deadline-check job.
 
 Connections: a request passes its own session (``drive(..., session=session)``); the
 driver ends that session's transaction first and then works on it, so a request never
@@ -27,19 +27,36 @@ cached per process (a federation's config never changes after creation).
 Outages: a stage whose deadline passed while this process was not running, or while
 the database was unreachable, gets ``grace_s`` more seconds from the moment the
 database answered again before missing uploads count as dropouts.
+
+Decodes off the request path: with a job queue (``jobs``, :mod:`coordinator.jobs`) a
+pass never decodes. When the clustering decode (stage ``clustering``) or the
+aggregation decode and publication (``aggregation`` closing) is due, the pass queues a
+``drive_round`` job for the round (duplicates collapse in the queue) and stops; the round
+counts as settled at that version for ``DECODE_RECHECK_S`` (a later pass queues again, in
+case the job was lost). The request that queued it waits at most ``decode_wait_s`` for
+a job run in this process to finish, then answers from the stored state. The job calls
+:meth:`RoundDriver.decode`: the same passes, decodes included, without the in-process
+single-flight lock (a slow decode never makes a request wait for it) and, on
+PostgreSQL, each step under a transaction-scoped advisory lock on the round
+(``pg_advisory_xact_lock``, waiting at most ``ROUND_LOCK_WAIT_MS``): a second worker
+that finds it taken skips the round instead of decoding the same stage again.
+Correctness rests on the compare-and-set alone; the locks only save work. Without
+``jobs`` (unit tests, tools) passes decode inline as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from coordinator.config import FederationConfig
@@ -52,6 +69,7 @@ from coordinator.rounds.machine import (
     UPLOAD_STAGES,
     Stage,
     StageProgress,
+    committee_sharing_decision,
     decide,
     is_valid_transition,
     stage_threshold,
@@ -67,12 +85,45 @@ from coordinator.rounds.protocol import (
 from coordinator.rounds.state import RoundState
 from crypto.rng import RandomSource, SystemRandom
 
-__all__ = ["Clock", "RoundDriver", "effective_deadline", "stage_deadline"]
+__all__ = [
+    "Clock",
+    "DecodeQueue",
+    "RoundDriver",
+    "effective_deadline",
+    "round_lock_key",
+    "stage_deadline",
+]
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 MAX_ATTEMPTS = 64
+DECODE_RECHECK_S = 10.0
+ROUND_LOCK_WAIT_MS = 2000
+"""A round whose decode was queued at version v is not queued again by this process
+before its version changes or this many seconds pass."""
+
+
+class DecodeQueue(Protocol):
+    """Where a pass sends a due decode instead of running it (:mod:`coordinator.jobs`)."""
+
+    def defer_decode(self, round_id: str, resumed_at: datetime) -> Callable[[float], bool]:
+        """Queue a ``drive_round`` job; returns ``wait(timeout_s)``, True once a run of
+        that job in this process finished after the call (False: none did in time)."""
+        ...
+
+
+class _Decode:
+    """What :meth:`RoundDriver._plan` returns when a decode is due but not allowed."""
+
+
+DECODE_DUE: Final = _Decode()
+
+
+def round_lock_key(round_id: str) -> int:
+    """The PostgreSQL advisory-lock key (signed 64 bits) of one round's decode."""
+    digest = hashlib.sha256(f"secfpp-round|{round_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def stage_deadline(config: FederationConfig, stage: Stage, now: datetime) -> datetime | None:
@@ -105,6 +156,27 @@ class _Flight:
     """Passes started so far (read without the lock: a monotonic counter)."""
 
 
+def _try_round_lock(session: Session, round_id: str) -> bool:
+    """Take the round's decode lock for the current transaction, waiting at most
+    ``ROUND_LOCK_WAIT_MS`` (the holder may be a killed worker whose session the server
+    is still ending); False if another transaction still holds it. PostgreSQL only;
+    elsewhere always granted: SQLite runs one job per round at a time in its one process.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return True
+    session.execute(text(f"SET LOCAL lock_timeout = {ROUND_LOCK_WAIT_MS}"))
+    try:
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": round_lock_key(round_id)}
+        )
+    except OperationalError as err:
+        if getattr(err.orig, "sqlstate", None) == "55P03":  # lock_not_available
+            return False
+        raise
+    session.execute(text("SET LOCAL lock_timeout TO DEFAULT"))
+    return True
+
+
 def _result_senders(session: Session, round_id: str, stage: Stage) -> set[int]:
     """Participants with a stored coded result of ``stage`` (without loading payloads)."""
     rows = session.scalars(
@@ -126,12 +198,18 @@ class RoundDriver:
         rng: Callable[[], RandomSource] = SystemRandom,
         *,
         grace_s: float = 0.0,
+        jobs: DecodeQueue | None = None,
+        decode_wait_s: float = 0.5,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
         self.metrics = metrics
         self.rng = rng
         self.grace_s = grace_s
+        self.jobs = jobs
+        """None: passes decode inline; else due decodes go to this queue."""
+        self.decode_wait_s = decode_wait_s
+        """How long the request that queued a decode waits for it (module docstring)."""
         self.resumed_at = clock()
         """When this process last started talking to a reachable database."""
         self._outage = False
@@ -142,7 +220,8 @@ class RoundDriver:
         self._configs: dict[str, FederationConfig] = {}
         # Decode timings of the transition being planned in this thread; observed only
         # when that transition is applied (a plan that loses the compare-and-set to
-        # another thread or process is not counted twice).
+        # another thread or process is not counted twice). Also: whether this thread's
+        # pass may decode (``allowed``) and the wait of a decode it queued (``ticket``).
         self._decodes = threading.local()
 
     # -- outages -------------------------------------------------------------------------
@@ -151,6 +230,13 @@ class RoundDriver:
         if not self._outage:
             log.warning("database unavailable; stage deadlines get %.0f s grace", self.grace_s)
         self._outage = True
+
+    def adopt_resumed_at(self, resumed_at: datetime) -> None:
+        """Take a later restart or reconnection time (of the process that queued a
+        deadline check) as this driver's own: the grace period then runs from it."""
+        if resumed_at > self.resumed_at:
+            self.resumed_at = resumed_at
+            self._settled.clear()  # the memos' deadlines moved
 
     def _database_answered(self) -> None:
         if self._outage:
@@ -247,6 +333,7 @@ class RoundDriver:
         acquired = flight.lock.acquire(timeout=-1 if wait_s is None else wait_s)
         if not acquired:
             return False
+        self._decodes.ticket = None
         try:
             if flight.passes > arrived:
                 # A pass started after this caller arrived and has finished (we hold
@@ -258,22 +345,68 @@ class RoundDriver:
                     self._drive(own, round_id, max_steps)
             else:
                 self._drive(session, round_id, max_steps)
-            return True
         finally:
             flight.lock.release()
+        ticket: Callable[[float], bool] | None = self._decodes.ticket
+        self._decodes.ticket = None
+        if ticket is not None:
+            # This pass queued a decode: wait a little for it (never holding the lock
+            # or a connection), so that small rounds look synchronous.
+            timeout = self.decode_wait_s if wait_s is None else min(wait_s, self.decode_wait_s)
+            if timeout > 0:
+                ticket(timeout)
+        return True
+
+    def decode(self, round_id: str) -> bool:
+        """The ``drive_round`` job: every transition due now, decodes included.
+
+        No in-process lock; on PostgreSQL each step holds the round's advisory lock for
+        its transaction, and a step that finds it taken (another worker is decoding this
+        round) ends the job. Returns False in that case, True otherwise.
+        """
+        with self.sessions() as session:
+            return self._run(session, round_id, None, decode=True, lock=True)
 
     def _drive(self, session: Session, round_id: str, max_steps: int | None) -> None:
+        self._run(session, round_id, max_steps, decode=self.jobs is None, lock=False)
+
+    def _queue_decode(self, rnd: Round) -> None:
+        """Send the round's due decode to the job queue and settle the round meanwhile."""
+        assert self.jobs is not None
+        try:
+            ticket = self.jobs.defer_decode(rnd.id, self.resumed_at)
+        except Exception as err:  # the next pass (request or deadline check) retries
+            log.warning("round %s: queueing its decode failed: %s", rnd.id, err)
+            return
+        until = self.clock() + timedelta(seconds=DECODE_RECHECK_S)
+        self._settled[rnd.id] = (rnd.version, until)
+        self._decodes.ticket = ticket
+
+    def _run(
+        self,
+        session: Session,
+        round_id: str,
+        max_steps: int | None,
+        *,
+        decode: bool,
+        lock: bool,
+    ) -> bool:
         steps = 0
+        self._decodes.allowed = decode
         for _ in range(MAX_ATTEMPTS):
             if max_steps is not None and steps >= max_steps:
-                return
+                return True
             session.expire_all()
+            if lock and not _try_round_lock(session, round_id):
+                session.rollback()
+                log.info("round %s: another worker holds its decode lock", round_id)
+                return False
             rnd = session.get(Round, round_id)
             self._database_answered()
             if rnd is None or Stage(rnd.stage) in TERMINAL:
                 session.rollback()
                 self._settled.pop(round_id, None)
-                return
+                return True
             config = self.federation_config(session, rnd.federation_id)
             now = self.clock()
             self._decodes.timings = []
@@ -281,7 +414,11 @@ class RoundDriver:
             if outcome is None:
                 self._remember_wait(rnd)
                 session.rollback()
-                return
+                return True
+            if isinstance(outcome, _Decode):
+                session.rollback()
+                self._queue_decode(rnd)
+                return True
             if self._apply(session, rnd, config, outcome, now):
                 session.commit()
                 steps += 1
@@ -291,13 +428,17 @@ class RoundDriver:
             else:
                 session.rollback()
         log.warning("round %s: gave up after %d contended attempts", round_id, MAX_ATTEMPTS)
+        return True
 
     # -- planning (reads only) -----------------------------------------------------
     def _plan(
         self, session: Session, rnd: Round, config: FederationConfig, now: datetime
-    ) -> Outcome | None:
+    ) -> Outcome | _Decode | None:
+        """The transition due now; None: wait; DECODE_DUE: a decode this pass may not run."""
         stage = Stage(rnd.stage)
         state = RoundState.model_validate(rnd.state)
+        if stage is Stage.CLUSTERING and not self._may_decode():
+            return DECODE_DUE
         if stage is Stage.CLUSTERING:
             results = store.results_of(
                 session, rnd.id, Stage.DISTANCES, state.responders[Stage.DISTANCES.value]
@@ -309,17 +450,21 @@ class RoundDriver:
             expected = state.active()
             received = store.sharers(session, rnd.id)
         else:
-            expected = state.still_present()
+            expected = state.computers()
             received = _result_senders(session, rnd.id, stage)
-        threshold = stage_threshold(
-            stage, config.crypto_params(), clustering_round=state.clustering
-        )
+        params = config.crypto_params()
+        threshold = stage_threshold(stage, params, clustering_round=state.clustering)
         assert rnd.deadline is not None
         deadline = effective_deadline(rnd.deadline, self.resumed_at, self.grace_s)
-        progress = StageProgress(
-            stage, frozenset(expected), frozenset(received), threshold, deadline
-        )
-        decision = decide(progress, now)
+        if stage is Stage.SHARING and state.committee is not None:
+            decision = committee_sharing_decision(
+                state, params, frozenset(expected), frozenset(received), deadline, now
+            )
+        else:
+            progress = StageProgress(
+                stage, frozenset(expected), frozenset(received), threshold, deadline
+            )
+            decision = decide(progress, now)
         if decision.action == "wait":
             return None
         if decision.action == "fail":
@@ -338,6 +483,8 @@ class RoundDriver:
         detail = {"responders": sorted(answered), "dropped": sorted(decision.dropped)}
         if stage is Stage.DISTANCES:
             return Outcome(Stage.CLUSTERING, state, detail)
+        if not self._may_decode():
+            return DECODE_DUE
         results = store.results_of(session, rnd.id, Stage.AGGREGATION, sorted(answered))
         prompts = store.generation_prompts(
             session, rnd.federation_id, state.generation, config.aggregation_length
@@ -362,6 +509,9 @@ class RoundDriver:
             outcome.clusters,
             outcome.ledger,
         )
+
+    def _may_decode(self) -> bool:
+        return bool(getattr(self._decodes, "allowed", self.jobs is None))
 
     def _timed(self, stage: Stage, fn: Callable[..., Outcome], *args: Any) -> Outcome:
         start = time.perf_counter()

@@ -1,0 +1,324 @@
+"""The job queue on PostgreSQL: procrastinate, in the database's ``procrastinate`` schema.
+
+No broker beyond the database: jobs are rows of ``procrastinate.procrastinate_jobs``
+(schema created by migration 0005), workers fetch them with ``SELECT ... FOR UPDATE SKIP
+LOCKED`` and are woken by ``LISTEN/NOTIFY``. Every connection of the job system sets
+``search_path=procrastinate``; the coordinator's own tables stay in the default schema.
+
+* :class:`PostgresJobs` queues jobs from synchronous code (request threads, the
+  deadline ticker, jobs that queue other jobs) through a small psycopg pool; duplicate
+  jobs collapse on their queueing lock (``AlreadyEnqueued`` is success).
+* :func:`run_worker` runs a procrastinate worker on the ``secfpp`` queue until it is
+  cancelled, restarting it after a failure (a database outage stops procrastinate's
+  worker), and next to it the recovery of stalled jobs: every ``heartbeat_s`` it looks
+  for jobs in ``doing`` whose worker sent no heartbeat for ``stalled_s`` (the worker
+  died: SIGKILL, machine lost) and puts them back to ``todo``; a stalled job whose round
+  already has a waiting job is deleted instead (the waiting one does the same work).
+  Workers run in the coordinator (``jobs_in_process``, default) and as separate
+  processes (``secfpp-worker``), on any machine that reaches the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import procrastinate
+import psycopg_pool
+from procrastinate import exceptions as pexc
+from procrastinate.job_context import JobContext
+from procrastinate.jobs import Status
+from sqlalchemy.engine import make_url
+
+from coordinator.jobs.completions import Completions
+from coordinator.jobs.tasks import (
+    DEADLINE_LOCK_KEY,
+    DEADLINES_LOCK,
+    JobRuntime,
+    check_deadlines,
+    drive_round,
+    round_queueing_lock,
+)
+
+__all__ = [
+    "CHECK_DEADLINES",
+    "DRIVE_ROUND",
+    "JOBS_SCHEMA",
+    "QUEUE",
+    "JobQueueUnavailableError",
+    "PostgresJobs",
+    "WorkerOptions",
+    "build_worker_app",
+    "conninfo",
+    "default_worker_name",
+    "recover_stalled",
+    "run_worker",
+]
+
+log = logging.getLogger(__name__)
+
+JOBS_SCHEMA = "procrastinate"
+QUEUE = "secfpp"
+DRIVE_ROUND = "secfpp.drive_round"
+CHECK_DEADLINES = "secfpp.check_deadlines"
+RUNTIME_KEY = "secfpp_runtime"
+RETRY = procrastinate.RetryStrategy(max_attempts=10, wait=5, linear_wait=5)
+"""A failed ``drive_round`` (database hiccup, bug) runs again after 5, 10, 15, ... s, ten
+times; after that the next pass that finds the decode due queues a new job."""
+
+
+class JobQueueUnavailableError(RuntimeError):
+    """A job could not be queued: the database did not answer."""
+
+
+def conninfo(database_url: str) -> str:
+    """The libpq URI of a SQLAlchemy PostgreSQL URL (``postgresql+psycopg://...``)."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        raise ValueError(f"the job queue needs PostgreSQL, not {url.get_backend_name()!r}")
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def connection_kwargs(connect_timeout_s: int) -> dict[str, Any]:
+    """psycopg connection options of every job-system connection."""
+    return {
+        "options": f"-c search_path={JOBS_SCHEMA}",
+        "connect_timeout": max(1, int(connect_timeout_s)),
+        "application_name": "secfpp-jobs",
+    }
+
+
+class PostgresJobs:
+    """Queues ``drive_round`` and ``check_deadlines`` jobs from synchronous code.
+
+    ``local_worker``: whether a worker runs in this process; only then does the wait
+    returned by :meth:`defer_decode` have a chance (module :mod:`~coordinator.jobs.
+    completions`), otherwise it returns False at once.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        completions: Completions,
+        *,
+        local_worker: bool,
+        connect_timeout_s: int = 5,
+        pool_timeout_s: float = 5.0,
+    ) -> None:
+        self.completions = completions
+        self.local_worker = local_worker
+        self.pool = psycopg_pool.ConnectionPool(
+            conninfo(database_url),
+            min_size=1,
+            max_size=4,
+            open=False,
+            timeout=pool_timeout_s,
+            kwargs=connection_kwargs(connect_timeout_s),
+            check=psycopg_pool.ConnectionPool.check_connection,
+            name="secfpp-jobs-defer",
+        )
+        self.app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
+
+    def open(self) -> None:
+        """Open the pool without waiting for the database (it may be down now)."""
+        self.pool.open(wait=False)
+        self.app.open(self.pool)
+
+    def close(self) -> None:
+        self.app.close()
+        self.pool.close()
+
+    # -- the DecodeQueue of the driver ------------------------------------------------
+    def defer_decode(self, round_id: str, resumed_at: datetime) -> Callable[[float], bool]:
+        seen = self.completions.seen(round_id)
+        self._defer(
+            DRIVE_ROUND,
+            round_queueing_lock(round_id),
+            round_id=round_id,
+            resumed_at=resumed_at.isoformat(),
+        )
+        if not self.local_worker:
+            return _never
+        return lambda timeout_s: self.completions.wait(round_id, seen, timeout_s)
+
+    def defer_deadline_check(self, resumed_at: datetime) -> None:
+        self._defer(CHECK_DEADLINES, DEADLINES_LOCK, resumed_at=resumed_at.isoformat())
+
+    @contextlib.contextmanager
+    def deadline_lock(self) -> Iterator[bool]:
+        """Hold the deadline-check advisory lock (if free) for the block; yields whether
+        it was granted. On a connection of this queue's pool, not of the app's: the
+        check's passes then still hold one app connection at a time."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT pg_try_advisory_xact_lock(%s)", (DEADLINE_LOCK_KEY,)
+            ).fetchone()
+            yield bool(row and row[0])
+
+    def _defer(self, task: str, queueing_lock: str, **kwargs: str) -> bool:
+        """Queue one job; False when an identical one already waits (queueing lock)."""
+        deferrer = self.app.configure_task(task, queue=QUEUE, queueing_lock=queueing_lock)
+        try:
+            deferrer.defer(**kwargs)
+        except pexc.AlreadyEnqueued:
+            return False
+        except (pexc.ConnectorException, psycopg_pool.PoolTimeout) as err:
+            raise JobQueueUnavailableError(f"cannot queue {task}: {err}") from err
+        return True
+
+
+def _never(timeout_s: float) -> bool:
+    return False
+
+
+# -- workers ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker runs (seconds). ``stalled_s`` must exceed ``heartbeat_s`` by a
+    margin: a live worker whose heartbeat is late would have its jobs run twice (still
+    correct, the compare-and-set keeps one result, but wasted)."""
+
+    name: str
+    concurrency: int = 2
+    heartbeat_s: float = 10.0
+    stalled_s: float = 30.0
+    shutdown_timeout_s: float = 30.0
+    connect_timeout_s: int = 5
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.heartbeat_s <= 0:
+            raise ValueError(f"heartbeat_s must be positive, not {self.heartbeat_s}")
+        if self.stalled_s < 2 * self.heartbeat_s:
+            raise ValueError(
+                f"stalled_s ({self.stalled_s}) must be at least twice heartbeat_s "
+                f"({self.heartbeat_s})"
+            )
+
+
+def default_worker_name(kind: str) -> str:
+    return f"{kind}@{socket.gethostname()}:{os.getpid()}"
+
+
+def _runtime(context: JobContext) -> JobRuntime:
+    runtime = (context.additional_context or {}).get(RUNTIME_KEY)
+    if not isinstance(runtime, JobRuntime):
+        raise RuntimeError("the worker was started without a JobRuntime")
+    return runtime
+
+
+def _drive_round_job(context: JobContext, round_id: str, resumed_at: str) -> None:
+    drive_round(_runtime(context), round_id, datetime.fromisoformat(resumed_at))
+
+
+def _check_deadlines_job(context: JobContext, resumed_at: str) -> None:
+    try:
+        check_deadlines(_runtime(context), datetime.fromisoformat(resumed_at))
+    except Exception:  # not retried: the next tick queues another check
+        log.exception("deadline check failed")
+
+
+def build_worker_app(database_url: str, options: WorkerOptions) -> procrastinate.App:
+    """A procrastinate app with an async pool and the two tasks registered."""
+    connector = procrastinate.PsycopgConnector(
+        conninfo=conninfo(database_url),
+        min_size=1,
+        max_size=options.concurrency + 3,  # jobs, LISTEN, heartbeat and fetches
+        kwargs=connection_kwargs(options.connect_timeout_s),
+        name="secfpp-jobs-worker",
+    )
+    app = procrastinate.App(connector=connector)
+    app.task(name=DRIVE_ROUND, queue=QUEUE, pass_context=True, retry=RETRY)(_drive_round_job)
+    app.task(name=CHECK_DEADLINES, queue=QUEUE, pass_context=True)(_check_deadlines_job)
+    return app
+
+
+async def recover_stalled(app: procrastinate.App, stalled_s: float) -> int:
+    """Put the jobs of dead workers (no heartbeat for ``stalled_s``) back to ``todo``;
+    returns how many. A job whose queueing lock already has a waiting job is deleted:
+    the waiting one does the same work."""
+    manager = app.job_manager
+    recovered = 0
+    for job in await manager.get_stalled_jobs(queue=QUEUE, seconds_since_heartbeat=stalled_s):
+        try:
+            await manager.retry_job(job)
+        except pexc.UniqueViolation:
+            with contextlib.suppress(pexc.ConnectorException):
+                await manager.finish_job(job, status=Status.ABORTED, delete_job=True)
+            log.warning("dropped stalled job %s (%s): one is queued", job.id, job.task_name)
+            continue
+        except pexc.ConnectorException:  # another worker recovered it first, or it ended
+            continue
+        recovered += 1
+        log.warning("job %s (%s) of a dead worker runs again", job.id, job.task_name)
+    return recovered
+
+
+async def _recover_forever(app: procrastinate.App, options: WorkerOptions) -> None:
+    while True:
+        try:
+            await recover_stalled(app, options.stalled_s)
+        except Exception as err:  # the database is down; the worker restarts too
+            log.debug("stalled-job recovery failed: %s", err)
+        await asyncio.sleep(options.heartbeat_s)
+
+
+async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOptions) -> None:
+    """Run a worker (and the stalled-job recovery) until cancelled; a worker that
+    stops for any other reason (database outage) is started again after a backoff."""
+    backoff = 1.0
+    while True:
+        app = build_worker_app(database_url, options)
+        try:
+            await app.open_async()
+            await _work(app, runtime, options)
+            backoff = 1.0
+            log.warning("job worker %s stopped; starting it again", options.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning(
+                "job worker %s failed (%s: %s); starting it again in %.0f s",
+                options.name,
+                type(err).__name__,
+                err,
+                backoff,
+            )
+        finally:
+            # Also when cancelled half-way through opening: an unclosed pool leaves
+            # tasks on the event loop that keep it from closing.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(app.close_async(), timeout=10)
+        await asyncio.sleep(backoff)
+        backoff = min(2 * backoff, 30.0)
+
+
+async def _work(app: procrastinate.App, runtime: JobRuntime, options: WorkerOptions) -> None:
+    """One worker run on an open ``app``, with the stalled-job recovery beside it."""
+    recovery = asyncio.create_task(_recover_forever(app, options))
+    try:
+        await app.run_worker_async(
+            queues=[QUEUE],
+            name=options.name,
+            concurrency=options.concurrency,
+            additional_context={RUNTIME_KEY: runtime},
+            install_signal_handlers=False,
+            update_heartbeat_interval=options.heartbeat_s,
+            stalled_worker_timeout=options.stalled_s,
+            shutdown_graceful_timeout=options.shutdown_timeout_s,
+            delete_jobs="successful",
+            listen_notify=True,
+            fetch_job_polling_interval=max(1.0, options.heartbeat_s),
+        )
+    finally:
+        recovery.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recovery

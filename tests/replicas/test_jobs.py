@@ -1,0 +1,287 @@
+"""The job system's parts: the in-process queue, the PostgreSQL queue's locks (queueing
+lock, deadline-check lock, per-round decode lock) and the recovery of a dead worker's
+jobs, the migration of procrastinate's schema, the worker command's refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import inspect, text
+
+from coordinator.db.engine import make_engine, make_sessionmaker
+from coordinator.jobs.completions import Completions
+from coordinator.jobs.local import LocalJobs
+from coordinator.jobs.postgres import (
+    DRIVE_ROUND,
+    PostgresJobs,
+    WorkerOptions,
+    build_worker_app,
+    recover_stalled,
+)
+from coordinator.jobs.tasks import DEADLINE_LOCK_KEY, JobRuntime, check_deadlines
+from coordinator.jobs.worker import worker_main
+from coordinator.metrics import Metrics
+from coordinator.rounds.driver import RoundDriver, round_lock_key
+from coordinator.settings import Settings
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+# -- the in-process queue (SQLite) ----------------------------------------------------
+def test_local_jobs_coalesce_waiting_jobs_and_rerun_one_queued_while_running() -> None:
+    jobs = LocalJobs(Completions(), workers=2)
+    release = threading.Event()
+    started = threading.Event()
+    runs: list[str] = []
+
+    def blocking() -> None:
+        runs.append("a")
+        started.set()
+        assert release.wait(10)
+
+    jobs.start(JobRuntime(None))  # type: ignore[arg-type]
+    assert jobs.submit("a", blocking) is True
+    assert started.wait(10)
+    # While "a" runs: queued again (runs once more afterwards), and again (no third run).
+    assert jobs.submit("a", lambda: runs.append("a-again")) is True
+    assert jobs.submit("a", lambda: runs.append("a-again")) is True
+    # Another key runs at once on the second thread; its duplicates collapse.
+    done = threading.Event()
+    gate = threading.Event()
+    assert jobs.submit("b", lambda: (gate.wait(10), runs.append("b"), done.set())) is True
+    assert jobs.submit("b", lambda: runs.append("b-dup")) is False
+    gate.set()
+    assert done.wait(10)
+    release.set()
+    deadline = time.monotonic() + 10
+    while runs.count("a-again") < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    jobs.stop()
+    assert sorted(runs) == ["a", "a-again", "b"]
+
+
+def test_local_jobs_keep_running_after_a_failed_job_and_stop_drops_waiting_ones() -> None:
+    jobs = LocalJobs(Completions(), workers=1)
+    jobs.start(JobRuntime(None))  # type: ignore[arg-type]
+    ran = threading.Event()
+
+    def boom() -> None:
+        raise RuntimeError("job failed")
+
+    jobs.submit("x", boom)
+    jobs.submit("y", ran.set)
+    assert ran.wait(10)
+    jobs.stop()
+    assert jobs.submit("z", ran.set) is False  # stopped: nothing is queued
+    assert jobs.pending() == 0
+    with pytest.raises(ValueError, match="at least 1"):
+        LocalJobs(Completions(), workers=0)
+
+
+def test_completions_wake_a_waiter_only_after_a_new_run() -> None:
+    done = Completions()
+    seen = done.seen("r")
+    assert done.wait("r", seen, 0.05) is False
+    threading.Timer(0.1, done.mark, args=("r",)).start()
+    start = time.monotonic()
+    assert done.wait("r", seen, 10) is True
+    assert time.monotonic() - start < 5
+    assert done.wait("r", done.seen("r"), 0.05) is False  # that run is already counted
+
+
+def test_stalled_timeout_must_cover_two_heartbeats() -> None:
+    with pytest.raises(ValidationError, match="at least twice"):
+        Settings(jobs_heartbeat_s=20, jobs_stalled_s=30)
+    with pytest.raises(ValueError, match="at least twice"):
+        WorkerOptions(name="w", heartbeat_s=5, stalled_s=6)
+
+
+def test_the_worker_command_needs_postgresql(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        worker_main(["--database-url", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert exit_.value.code == 2
+    assert "workers need PostgreSQL" in capsys.readouterr().err
+
+
+# -- PostgreSQL -------------------------------------------------------------------------
+def _psycopg(db_url: str) -> psycopg.Connection[Any]:
+    conninfo = db_url.replace("postgresql+psycopg://", "postgresql://")
+    return psycopg.connect(conninfo, autocommit=True, options="-c search_path=procrastinate")
+
+
+def _jobs(db_url: str) -> list[tuple[int, str, str, int, str | None]]:
+    with _psycopg(db_url) as conn:
+        rows = conn.execute(
+            "SELECT id, task_name, status::text, attempts, queueing_lock"
+            " FROM procrastinate_jobs ORDER BY id"
+        ).fetchall()
+    return [(int(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4]) for r in rows]
+
+
+@pytest.mark.postgres
+def test_migration_puts_the_job_tables_in_their_own_schema(pg_db_url: str) -> None:
+    engine = make_engine(pg_db_url)
+    try:
+        names = set(inspect(engine).get_table_names(schema="procrastinate"))
+        assert {"procrastinate_jobs", "procrastinate_workers", "procrastinate_events"} <= names
+        assert not {n for n in inspect(engine).get_table_names() if "procrastinate" in n}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_duplicate_jobs_collapse_on_their_queueing_lock(pg_db_url: str) -> None:
+    queue = PostgresJobs(pg_db_url, Completions(), local_worker=False)
+    queue.open()
+    try:
+        wait = queue.defer_decode("round-1", NOW)
+        queue.defer_decode("round-1", NOW)
+        queue.defer_decode("round-2", NOW)
+        queue.defer_deadline_check(NOW)
+        queue.defer_deadline_check(NOW + timedelta(seconds=1))
+        assert wait(0.01) is False  # no worker in this process: nothing to wait for
+    finally:
+        queue.close()
+    rows = _jobs(pg_db_url)
+    assert sorted((name, lock) for _, name, _, _, lock in rows) == [
+        ("secfpp.check_deadlines", "secfpp:deadlines"),
+        ("secfpp.drive_round", "secfpp:round:round-1"),
+        ("secfpp.drive_round", "secfpp:round:round-2"),
+    ]
+    assert {status for _, _, status, _, _ in rows} == {"todo"}
+
+
+@pytest.mark.postgres
+def test_jobs_of_a_dead_worker_run_again_and_a_duplicate_is_dropped(pg_db_url: str) -> None:
+    queue = PostgresJobs(pg_db_url, Completions(), local_worker=False)
+    queue.open()
+    try:
+        queue.defer_decode("dead-1", NOW)
+        queue.defer_decode("dead-2", NOW)
+        queue.defer_decode("alive", NOW)
+        with _psycopg(pg_db_url) as conn:
+            dead = conn.execute(
+                "INSERT INTO procrastinate_workers (last_heartbeat)"
+                " VALUES (now() - interval '1 hour') RETURNING id"
+            ).fetchone()
+            alive = conn.execute(
+                "INSERT INTO procrastinate_workers (last_heartbeat) VALUES (now()) RETURNING id"
+            ).fetchone()
+            assert dead is not None
+            assert alive is not None
+            conn.execute(
+                "UPDATE procrastinate_jobs SET status = 'doing', worker_id = CASE"
+                " WHEN queueing_lock = 'secfpp:round:alive' THEN %s::bigint ELSE %s::bigint END",
+                (alive[0], dead[0]),
+            )
+        queue.defer_decode("dead-2", NOW)  # queued again while the dead worker "runs" it
+    finally:
+        queue.close()
+
+    async def recover() -> int:
+        app = build_worker_app(pg_db_url, WorkerOptions(name="test", heartbeat_s=1, stalled_s=5))
+        async with app.open_async():
+            return await recover_stalled(app, 5.0)
+
+    assert asyncio.run(recover()) == 1
+    by_lock: dict[str | None, list[tuple[str, int]]] = {}
+    for _, name, status, attempts, lock in _jobs(pg_db_url):
+        assert name == DRIVE_ROUND
+        by_lock.setdefault(lock, []).append((status, attempts))
+    assert by_lock == {
+        "secfpp:round:dead-1": [("todo", 1)],  # put back, one attempt spent
+        "secfpp:round:dead-2": [("todo", 0)],  # the stalled copy was dropped
+        "secfpp:round:alive": [("doing", 0)],  # its worker is alive: left alone
+    }
+
+
+class _StubDriver:
+    def __init__(self) -> None:
+        self.passes = 0
+        self.outages = 0
+        self.adopted: list[datetime] = []
+
+    def adopt_resumed_at(self, resumed_at: datetime) -> None:
+        self.adopted.append(resumed_at)
+
+    def drive_all(self) -> None:
+        self.passes += 1
+
+    def note_outage(self) -> None:
+        self.outages += 1
+
+
+def test_a_deadline_check_whose_lock_fails_counts_an_outage() -> None:
+    @contextlib.contextmanager
+    def unreachable() -> Iterator[bool]:
+        raise OSError("connection refused")
+        yield True  # pragma: no cover
+
+    driver = _StubDriver()
+    runtime = JobRuntime(driver, deadline_lock=unreachable)  # type: ignore[arg-type]
+    assert check_deadlines(runtime, NOW) is False
+    assert (driver.passes, driver.outages, driver.adopted) == (0, 1, [NOW])
+    assert check_deadlines(JobRuntime(driver), NOW) is True  # type: ignore[arg-type]
+    assert driver.passes == 1
+
+
+@pytest.mark.postgres
+def test_one_deadline_check_at_a_time_across_workers(pg_db_url: str) -> None:
+    engine = make_engine(pg_db_url)
+    queue = PostgresJobs(pg_db_url, Completions(), local_worker=False)
+    queue.open()
+    driver = _StubDriver()
+    runtime = JobRuntime(driver, deadline_lock=queue.deadline_lock)  # type: ignore[arg-type]
+    try:
+        with engine.connect() as other:
+            other.execute(text("SELECT pg_advisory_lock(:k)"), {"k": DEADLINE_LOCK_KEY})
+            assert check_deadlines(runtime, NOW) is False  # another check holds the lock
+            assert driver.passes == 0
+            other.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": DEADLINE_LOCK_KEY})
+            other.commit()
+        assert check_deadlines(runtime, NOW) is True
+        assert driver.passes == 1
+        with queue.deadline_lock() as first, queue.deadline_lock() as second:
+            assert (first, second) == (True, False)  # held for the block, by one only
+        assert driver.adopted == [NOW, NOW]
+        assert driver.outages == 0
+    finally:
+        queue.close()
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_round_is_decoded_by_one_worker_at_a_time(pg_db_url: str) -> None:
+    engine = make_engine(pg_db_url)
+    driver = RoundDriver(make_sessionmaker(engine), lambda: NOW, Metrics())
+    try:
+        with engine.connect() as other:
+            other.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": round_lock_key("r")})
+            start = time.monotonic()
+            assert driver.decode("r") is False  # held by another worker's decode
+            assert time.monotonic() - start >= 1.5  # after waiting up to 2 s for it
+            assert driver.decode("other-round") is True  # other rounds are not blocked
+            other.rollback()
+        assert driver.decode("r") is True  # free again (the round does not exist: no-op)
+    finally:
+        engine.dispose()
+
+
+def test_round_lock_keys_are_stable_signed_64_bit_integers() -> None:
+    keys = {round_lock_key(f"round-{n}") for n in range(1000)}
+    assert len(keys) == 1000
+    assert all(-(2**63) <= k < 2**63 for k in keys)
+    assert round_lock_key("round-1") == round_lock_key("round-1")
