@@ -25,7 +25,7 @@ RUN pip install --no-deps . \
  && pip install "numpy>=1.26" "galois>=0.4" "cryptography>=42" "dp-accounting>=0.4" "scipy>=1.11" \
         "fastapi>=0.110" "uvicorn[standard]>=0.29" "sqlalchemy>=2.0.25" "alembic>=1.13" \
         "psycopg[binary]>=3.1" "pydantic>=2.6" "pydantic-settings>=2.2" \
-        "procrastinate>=3.10,<3.11"
+        "fastapi-offline>=1.7.7" "jinja2>=3.1" "procrastinate>=3.10,<3.11" "psycopg-pool>=3.2"
 
 USER 10001:10001
 EXPOSE 8443

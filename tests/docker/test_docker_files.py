@@ -115,3 +115,28 @@ def test_pinned_torch_wheel_is_a_cuda_build() -> None:
     assert cuda is not None, "torch in the venv is a CPU-only build"
     requires = metadata.requires("torch") or []
     assert any(r.startswith("nvidia-cudnn") for r in requires)
+
+
+def _requirement_name(spec: str) -> str:
+    """``"uvicorn[standard]>=0.29"`` -> ``"uvicorn"`` (normalized: lower case, ``_`` -> ``-``)."""
+    name = re.split(r"[\[<>=!~ ;]", spec.strip(), maxsplit=1)[0]
+    return name.lower().replace("_", "-")
+
+
+def test_coordinator_image_installs_every_non_participant_dependency() -> None:
+    """The image installs the project with ``--no-deps`` and an explicit list: that list must
+    hold every runtime dependency in pyproject.toml above the ``# participant`` marker (a
+    missing one fails only at import time inside the container)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    block = text[text.index("dependencies = [") : text.index("# participant")]
+    needed = {_requirement_name(s) for s in re.findall(r'"([^"]+)"', block)}
+    run = " ".join(
+        rest
+        for keyword, rest in _instructions(DOCKER / "coordinator.Dockerfile")
+        if keyword == "RUN"
+    )
+    installed = {_requirement_name(s) for s in re.findall(r'"([^"]+)"', run)}
+    assert needed, "no dependencies found above the '# participant' marker"
+    assert not needed - installed, f"coordinator image misses {sorted(needed - installed)}"
+    assert _requirement_name("uvicorn[standard]>=0.29") == "uvicorn"
+    assert _requirement_name("open_clip_torch>=2.24") == "open-clip-torch"
