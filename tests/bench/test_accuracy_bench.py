@@ -136,5 +136,8 @@ def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
     readme.write_text(f"# x\n{START}\n{END}\n")
     from bench.render_accuracy import main as render_main
 
-    assert render_main(["--json", str(out), "--readme", str(readme)]) == 0
+    # without a privacy report (the join is tested in test_privacy_columns.py)
+    absent = tmp_path / "no-privacy.json"
+    args = ["--json", str(out), "--readme", str(readme), "--privacy-json", str(absent)]
+    assert render_main(args) == 0
     assert body in readme.read_text()

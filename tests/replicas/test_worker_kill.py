@@ -12,7 +12,6 @@ uninterrupted federation published.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -127,10 +126,12 @@ def test_a_slow_decode_never_blocks_the_api_and_a_killed_worker_loses_nothing(
         (e["from_stage"], e["to_stage"]) for e in status["events"] if e["kind"] == "transition"
     ]
     assert len(moves) == len(set(moves)) == 4
-    # The new worker found the dead one's job: ran it again, or dropped it because the
-    # coordinators had meanwhile queued the decode again (DECODE_RECHECK_S).
-    log = (tmp_path / "worker-2.log").read_text()
-    assert re.search(r"job \d+ \(secfpp.drive_round\) of a dead worker runs again", log) or (
-        re.search(r"dropped stalled job \d+ \(secfpp.drive_round\): one is queued", log)
-    ), log[-2000:]
+    # The dead worker's job does not stay "doing": the new worker runs it again, or drops it
+    # because the coordinators had meanwhile queued the decode again (DECODE_RECHECK_S) and
+    # that copy may already have published the round (then no log line names the old job).
+    rh.wait_for(
+        lambda: not [j for j in rh.jobs(pg_db_url) if j["status"] == "doing"],
+        60,
+        "the dead worker's job to be run again or dropped",
+    )
     assert [j for j in rh.jobs(pg_db_url) if j["status"] == "failed"] == []
