@@ -432,3 +432,43 @@ def second_client(db_url: str, clock: FakeClock) -> Iterator[TestClient]:
 def make_harness() -> Callable[..., FederationHarness]:
     """Build a :class:`FederationHarness` on any client (e.g. a real server's)."""
     return FederationHarness
+
+
+STORE_NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
+"""The clock of the store-level tests' round rows (test_store.py, test_store_envelopes.py)."""
+
+
+@pytest.fixture
+def sessions(db_url: str) -> Iterator[Any]:
+    """A session factory on a fresh engine for ``db_url`` (store-level tests, no app)."""
+    from coordinator.db.engine import make_engine, make_sessionmaker
+
+    engine = make_engine(db_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def round_id(sessions: Any) -> str:
+    """A federation with one round in ``sharing`` at version 1; the round's id."""
+    import uuid
+
+    from coordinator.db.models import Federation, Round
+    from coordinator.rounds.machine import Stage
+
+    with sessions() as s:
+        fed = Federation(id=str(uuid.uuid4()), name="f", config={}, created_at=STORE_NOW)
+        rnd = Round(
+            id=str(uuid.uuid4()),
+            federation_id=fed.id,
+            number=1,
+            stage=Stage.SHARING.value,
+            version=1,
+            stage_started_at=STORE_NOW,
+            deadline=STORE_NOW,
+            started_at=STORE_NOW,
+            state={},
+        )
+        s.add_all([fed, rnd])
+        s.commit()
+        return str(rnd.id)

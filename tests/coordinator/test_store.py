@@ -2,50 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime
-
 import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.db.models import Federation, Round, RoundEvent
+from coordinator.db.models import Round, RoundEvent
 from coordinator.rounds import store
 from coordinator.rounds.machine import Stage
-
-NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
+from tests.coordinator.conftest import STORE_NOW as NOW
 
 
 class TestRoundStore:
     """Every backend must honour these; the fixture ``db_url`` runs the class on each."""
-
-    @pytest.fixture
-    def sessions(self, db_url: str) -> Iterator[sessionmaker[Session]]:
-        engine = make_engine(db_url)
-        yield make_sessionmaker(engine)
-        engine.dispose()
-
-    @pytest.fixture
-    def round_id(self, sessions: sessionmaker[Session]) -> str:
-        with sessions() as s:
-            fed = Federation(id=str(uuid.uuid4()), name="f", config={}, created_at=NOW)
-            rnd = Round(
-                id=str(uuid.uuid4()),
-                federation_id=fed.id,
-                number=1,
-                stage=Stage.SHARING.value,
-                version=1,
-                stage_started_at=NOW,
-                deadline=NOW,
-                started_at=NOW,
-                state={},
-            )
-            s.add_all([fed, rnd])
-            s.commit()
-            return rnd.id
 
     def test_compare_and_set_succeeds_once_per_version(
         self, sessions: sessionmaker[Session], round_id: str

@@ -6,8 +6,7 @@ slot is an IntegrityError, a broken connection is an outage)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import select
@@ -16,12 +15,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from coordinator.db.engine import make_engine, make_sessionmaker
 from coordinator.db.errors import is_database_unavailable
-from coordinator.db.models import Federation, Round, ShareEnvelope
+from coordinator.db.models import Round, ShareEnvelope
 from coordinator.rounds import store, store_envelopes
 from coordinator.rounds.machine import Stage
 from crypto.rng import SystemRandom
-
-NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
+from tests.coordinator.conftest import STORE_NOW as NOW
 
 
 def _envelopes(sender: int, recipients: int = 5) -> list[store_envelopes.EnvelopeRow]:
@@ -55,31 +53,6 @@ def _version(sessions: sessionmaker[Session], round_id: str) -> tuple[str, int]:
 
 
 class TestStoreEnvelopes:
-    @pytest.fixture
-    def sessions(self, db_url: str) -> Iterator[sessionmaker[Session]]:
-        engine = make_engine(db_url)
-        yield make_sessionmaker(engine)
-        engine.dispose()
-
-    @pytest.fixture
-    def round_id(self, sessions: sessionmaker[Session]) -> str:
-        with sessions() as s:
-            fed = Federation(id=str(uuid.uuid4()), name="f", config={}, created_at=NOW)
-            rnd = Round(
-                id=str(uuid.uuid4()),
-                federation_id=fed.id,
-                number=1,
-                stage=Stage.SHARING.value,
-                version=1,
-                stage_started_at=NOW,
-                deadline=NOW,
-                started_at=NOW,
-                state={},
-            )
-            s.add_all([fed, rnd])
-            s.commit()
-            return rnd.id
-
     def test_the_fast_path_is_taken_on_postgresql(
         self, sessions: sessionmaker[Session], db_url: str
     ) -> None:
