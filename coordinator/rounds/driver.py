@@ -99,9 +99,10 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 MAX_ATTEMPTS = 64
 DECODE_RECHECK_S = 10.0
-ROUND_LOCK_WAIT_MS = 2000
 """A round whose decode was queued at version v is not queued again by this process
 before its version changes or this many seconds pass."""
+ROUND_LOCK_WAIT_MS = 2000
+"""How long a decode step waits for the round's advisory lock before it skips the round."""
 
 
 class DecodeQueue(Protocol):
