@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     parser.add_argument(
+        "--signal", choices=("data", "prompt"), default="data", help="what SecPC clusters"
+    )
+    parser.add_argument(
         "--images", type=int, default=240, help="training images per participant (mean)"
     )
     parser.add_argument(
@@ -293,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds, args.rounds, args.epochs, args.participants = 1, 2, 1, 9
         args.images, args.test_images = 48, 24
     bench = BenchConfig(
-        rounds=args.rounds, epochs=args.epochs, lr=args.lr, ctx_init=args.ctx_init or None
+        rounds=args.rounds,
+        epochs=args.epochs,
+        lr=args.lr,
+        ctx_init=args.ctx_init or None,
+        signal=args.signal,
     )
     if args.participants < 9:
         raise SystemExit(

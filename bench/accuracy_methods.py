@@ -81,7 +81,8 @@ class BenchConfig:
     ``lr``: SGD learning rate of the prompts; ``ctx_init``: the phrase the learned context is an
     offset from (:class:`participant.learning.PromptLearner`); ``min_aggregation_size``: the
     smallest cluster the coordinator aggregates (and so the smallest SecPC keeps);
-    ``clustering``: the federation's clustering policy (empty: the coordinator's defaults).
+    ``clustering``: the federation's clustering policy (empty: the coordinator's defaults);
+    ``signal``: what SecPC clusters (``data`` or ``prompt``, docs/protocol.md).
     """
 
     rounds: int = 8
@@ -92,6 +93,7 @@ class BenchConfig:
     batch_size: int = 32
     min_aggregation_size: int = 3
     clustering: Mapping[str, Any] = field(default_factory=dict)
+    signal: str = "data"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +105,7 @@ class BenchConfig:
             "batch_size": self.batch_size,
             "min_aggregation_size": self.min_aggregation_size,
             "clustering": dict(self.clustering),
+            "signal": self.signal,
         }
 
 
@@ -185,6 +188,7 @@ def simulation_config(
         min_aggregation_size=bench.min_aggregation_size,
         init_seed=seed,
         clustering=dict(bench.clustering),
+        signal=bench.signal,
         strategy_settings=settings,
     )
     spec = METHODS.get(method)

@@ -50,10 +50,11 @@ def run_setting(
     rounds: int,
     epochs: int,
     images: int,
-    split_threshold: float,
+    split_threshold: float | None,
     alpha: float,
     backbone: Any,
     direction: bool = True,
+    signal: str = "data",
 ) -> list[dict[str, Any]]:
     """One simulated federation per seed; per-round purity, clusters and ``W2/W1``."""
     rows: list[dict[str, Any]] = []
@@ -72,8 +73,9 @@ def run_setting(
             min_aggregation_size=3,
             max_clusters=4,
             init_seed=seed,
-            clustering={"split_threshold": split_threshold},
+            clustering={} if split_threshold is None else {"split_threshold": split_threshold},
             reduce_direction=direction,
+            signal=signal,
         )
         result = simulate(data, backbone, config, seed=seed)
         purity = [cluster_purity(r.clusters, domains) for r in result.rounds]  # type: ignore[arg-type]  # names, not ints: cluster_purity only compares keys
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--images", type=int, default=300)
     parser.add_argument("--setting", default="two-domain")
-    parser.add_argument("--split-threshold", type=float, default=0.03)
+    parser.add_argument("--split-threshold", type=float, default=None, help="default: the signal's")
+    parser.add_argument("--signal", choices=("data", "prompt"), default="data")
     parser.add_argument("--alpha", type=float, default=5.0, help="Dirichlet label skew")
     parser.add_argument(
         "--no-direction", action="store_true", help="cluster x_i = reduce(P_i) itself"
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         alpha=args.alpha,
         backbone=backbone,
         direction=not args.no_direction,
+        signal=args.signal,
     )
     started = time.monotonic()
     print(f"== {args.setting}: {args.participants} participants, {args.seeds} seeds")
@@ -180,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "split_threshold": args.split_threshold,
         "alpha": args.alpha,
         "direction": not args.no_direction,
+        "signal": args.signal,
         "seconds": round(time.monotonic() - started, 1),
     }
     print(

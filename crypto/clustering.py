@@ -36,11 +36,14 @@ membership to the next membership:
    pair with ``E[c, c'] < merge_factor * (s_c + s_c') / 2``, ``s_c = median{D[i, c] :
    a(i) = c}``, is merged into the lower id;
 4. empty clusters disappear. The next probe of a tested cluster that neither split nor
-   merged is the set of its (untrimmed) members above the mean coordinate (a sign step of
-   the power iteration towards the direction of largest spread, which two groups
-   dominate), plus every other set-aside member by coordinate, so that the two members
-   of a far near-identical pair straddle the probe and their pulls on the next axis
-   cancel; other clusters get a fresh probe drawn by :meth:`Membership.reference_sets`.
+   merged is the high side of its best cut when no member was set aside (a two-means
+   step: with three groups along the axis it isolates an end group, where the members
+   above the mean coordinate would cut the middle group in two and three-domain
+   federations stalled); otherwise its kept members above the mean coordinate (a sign
+   step of the power iteration towards the direction of largest spread, which two groups
+   dominate) plus every other set-aside member by coordinate, so that the two members of
+   a far near-identical pair straddle the probe and their pulls on the next axis cancel.
+   Other clusters get a fresh probe drawn by :meth:`Membership.reference_sets`.
 
 Why probes and not DESIGN.md's singleton candidate ``{k}``. A distance to a one-member
 set is a distance to one participant's prompt, which the coordinator must not learn
@@ -415,7 +418,10 @@ def secpc_step(
         # set-aside members straddle the next probe (every other one by coordinate), so
         # that a near-identical far pair pulls its two sides alike and not the axis
         straddle = sorted(cut.trimmed, key=lambda n: (f[n], n))[::2]
-        refined[c] = tuple(sorted(members[n] for n in (*cut.above, *straddle)))
+        # nothing set aside: the cut's high side (a two-means step), which isolates an end
+        # group when three lie along the axis; the above-mean side would cut the middle one
+        side = cut.above if cut.trimmed else cut.high
+        refined[c] = tuple(sorted(members[n] for n in (*side, *straddle)))
         rest = set(members) - set(probe)
         confirmed = min(len(high ^ set(probe)), len(high ^ rest)) <= PROBE_SLACK
         passes = cut.ratio < config.split_threshold or (

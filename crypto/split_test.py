@@ -149,8 +149,9 @@ class Cut:
         high: the member positions (indices into the input) on the high side.
         trimmed: the positions set aside before the cut (they joined the nearer side).
         above: the kept positions above the kept points' mean: the next probe when the
-            cluster does not split (a sign step of the power iteration towards the axis
-            of largest spread; unlike ``high`` it is not bent by ``min_size``).
+            cluster does not split and members were set aside (a sign step of the power
+            iteration towards the axis of largest spread; unlike ``high`` it is not bent
+            by ``min_size``); with none set aside the next probe is ``high``.
     """
 
     ratio: float

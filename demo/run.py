@@ -220,7 +220,7 @@ def _federation(args: argparse.Namespace, width: int) -> dict[str, Any]:
         "strategy": "secfpp",
         "n_participants": args.participants,
         "prompt": {"n_ctx": args.n_ctx, "dim": width, "init_std": 0.02, "init_seed": args.seed},
-        "reduction": {"method": "jl", "seed": args.seed},
+        "reduction": {"method": "jl", "seed": args.seed, "signal": args.signal},
         "tolerance": {
             "reduced_dim": 128,
             "dropout_fraction": 0.25,
@@ -228,7 +228,7 @@ def _federation(args: argparse.Namespace, width: int) -> dict[str, Any]:
             "min_aggregation_size": 3,
             "max_clusters": 4,
         },
-        "clustering": {"split_threshold": args.split_threshold},
+        "clustering": {"split_threshold": args.split_threshold},  # None: the signal's default
         "rounds": {"total": args.rounds, "warmup_rounds": 0, "lr_global": 1.0},
         "deadlines": {"sharing_s": 240, "distances_s": 120, "aggregation_s": 120},
         "operators_see_distances": False,
@@ -279,11 +279,19 @@ def main(argv: list[str] | None = None) -> int:
         help="images per participant on average (before the 80/20 train/held-out split)",
     )
     parser.add_argument(
+        "--signal",
+        choices=("data", "prompt"),
+        default="data",
+        help="what SecPC clusters: each participant's mean image embedding (data, default) "
+        "or its trained prompt's movement (prompt, the SecFPP paper's choice)",
+    )
+    parser.add_argument(
         "--split-threshold",
         type=float,
-        default=0.03,
+        default=None,
         help="SecPC splits a cluster when its W2/W1 falls below this (or when the cut "
-        "confirms a probe holding >= 30%% of the cluster's spread, docs/protocol.md 4)",
+        "confirms a probe holding a large share of the cluster's spread, docs/protocol.md "
+        "4); default: the signal's (0.015 data, 0.03 prompt)",
     )
     parser.add_argument(
         "--alpha",

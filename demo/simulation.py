@@ -88,6 +88,7 @@ class SimulationConfig:
     dp: dict[str, Any] = field(default_factory=dict)
     clustering: dict[str, Any] = field(default_factory=dict)
     reduce_direction: bool = True
+    signal: str = "data"
     prototypes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -162,6 +163,7 @@ def _trainer(
         reduction=reduction,
         on_progress=lambda text: log.debug("%s", text),
         reduce_direction=config.reduce_direction,
+        signal=config.signal,
     )
 
 
@@ -213,6 +215,7 @@ def _federation_body(
             "method": "jl",
             "seed": config.init_seed,
             "direction": config.reduce_direction,
+            "signal": config.signal,
         },
         "tolerance": {
             "reduced_dim": config.reduced_dim,

@@ -28,6 +28,7 @@ from participant.learning import (
     LearningConfigError,
     Reduction,
     Strategy,
+    data_signal,
     get_reduction,
     get_strategy,
     load_backbone,
@@ -72,9 +73,12 @@ class PromptTrainer:
         on_progress: Callable[[str], None] | None = None,
         progress_bar: bool = False,
         reduce_direction: bool = False,
+        signal: str = "prompt",
     ) -> None:
         if epochs < 1:
             raise LearningConfigError("epochs", f"must be >= 1, not {epochs}")
+        if signal not in ("prompt", "data"):
+            raise LearningConfigError("signal", f"must be 'prompt' or 'data', not {signal!r}")
         self.progress_bar = progress_bar
         self.strategy = strategy
         self.train_set = train
@@ -82,6 +86,8 @@ class PromptTrainer:
         self.epochs = epochs
         self.reduction = reduction
         self.reduce_direction = reduce_direction
+        self.signal = signal
+        self._data_x: NDArray[np.float64] | None = None
         self._say = on_progress or (lambda text: log.info("%s", text))
 
     def zero_shot(self) -> float:
@@ -147,8 +153,15 @@ class PromptTrainer:
     def _reduced(self, global_prompt: NDArray[np.float64] | None) -> NDArray[np.float64]:
         """``x_i``: the reduced prompt, or with ``reduce_direction`` the unit direction of
         ``reduce(P_i) - reduce(G)``, what this participant's training added to the global
-        prompt it started from (docs/protocol.md, "Reduced prompts")."""
+        prompt it started from (docs/protocol.md, "Reduced prompts"). With the ``data``
+        signal: :func:`participant.learning.reduction.data_signal` of the training images'
+        embeddings (computed once; docs/protocol.md, "What SecPC clusters")."""
         assert self.reduction is not None
+        if self.signal == "data":
+            if self._data_x is None:
+                seed = int(getattr(self.reduction, "seed", 0))
+                self._data_x = data_signal(self.train_set.features, self.reduction.r, seed)
+            return self._data_x.copy()
         x = self.reduction.reduce(self.strategy.prompt())
         if not self.reduce_direction or global_prompt is None:
             return x
@@ -329,4 +342,5 @@ def build_trainer(
         reduction=reduction,
         on_progress=on_progress,
         reduce_direction=bool(config.get("reduction", {}).get("direction", False)),
+        signal=str(config.get("reduction", {}).get("signal", "data")),
     )

@@ -94,9 +94,7 @@ def round_line(
             span.contributors = list(state.responders[span.stage])
         elif span.end is None and live_uploads is not None:
             span.contributors = sorted(live_uploads)
-            expected = (
-                state.active() if span.stage == Stage.SHARING.value else state.computers()
-            )
+            expected = state.active() if span.stage == Stage.SHARING.value else state.computers()
             span.waiting = sorted(set(expected) - set(live_uploads))
         span.dropped = sorted(dropped.get(span.stage, []))
         span.corrected = sorted(state.rejected.get(span.stage, []))

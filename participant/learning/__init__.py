@@ -37,7 +37,13 @@ from participant.learning.errors import (
 from participant.learning.evaluation import accuracy
 from participant.learning.features import FeatureCache, FeatureSet, compute_features
 from participant.learning.prompt_learner import PromptLearner
-from participant.learning.reduction import JLReduction, Reduction, TokenPCAReduction, get_reduction
+from participant.learning.reduction import (
+    JLReduction,
+    Reduction,
+    TokenPCAReduction,
+    data_signal,
+    get_reduction,
+)
 from participant.learning.runtime import autocast, configure_threads, resolve_device
 from participant.learning.strategies import (
     STRATEGIES,
@@ -90,6 +96,7 @@ __all__ = [
     "autocast",
     "compute_features",
     "configure_threads",
+    "data_signal",
     "get_reduction",
     "get_strategy",
     "load_backbone",

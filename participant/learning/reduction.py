@@ -29,6 +29,7 @@ __all__ = [
     "JLReduction",
     "Reduction",
     "TokenPCAReduction",
+    "data_signal",
     "get_reduction",
     "jl_matrix",
     "token_principal_directions",
@@ -63,6 +64,30 @@ def token_principal_directions(
     signs = np.sign(top[np.arange(k), pivots])
     signed: NDArray[np.float64] = top * signs[:, None]
     return signed
+
+
+def data_signal(features: NDArray[Any] | torch.Tensor, r: int, seed: int) -> NDArray[np.float64]:
+    """``x_i`` of the ``data`` signal: the unit direction of ``mean(F) @ R_data``.
+
+    ``F`` is the participant's ``(N, e)`` frozen image embeddings of its training images,
+    ``R_data`` = :func:`jl_matrix` ``(e, r, seed + 1)`` (public; ``seed + 1`` so that it is
+    not the prompt reduction's matrix). ``mean(F)`` describes the data's domain, and unlike a
+    trained prompt it moves little with the participant's label mix; it does not change
+    from round to round. Returns ``(r,)`` float64 of norm 1.
+    """
+    if isinstance(features, torch.Tensor):
+        features = features.detach().cpu().double().numpy()
+    array = np.asarray(features, dtype=np.float64)
+    if array.ndim != 2 or array.shape[0] < 1:
+        raise LearningConfigError(
+            "features", f"must be a non-empty (N, e) array, not shape {array.shape}"
+        )
+    x = array.mean(axis=0) @ jl_matrix(array.shape[1], r, seed + 1)
+    norm = float(np.linalg.norm(x))
+    if not norm > 0:
+        raise LearningConfigError("features", "have a zero mean embedding: no data signal")
+    unit: NDArray[np.float64] = x / norm
+    return unit
 
 
 class Reduction(ABC):
