@@ -422,6 +422,8 @@ def secpc_step(
         # group when three lie along the axis; the above-mean side would cut the middle one
         side = cut.above if cut.trimmed else cut.high
         refined[c] = tuple(sorted(members[n] for n in (*side, *straddle)))
+        if set(refined[c]) in (set(probe), set(members) - set(probe)):
+            del refined[c]  # a fixed point that did not split: a fresh probe next round
         rest = set(members) - set(probe)
         confirmed = min(len(high ^ set(probe)), len(high ^ rest)) <= PROBE_SLACK
         passes = cut.ratio < config.split_threshold or (

@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="SecPC splits a cluster when its W2/W1 falls below this (or when the cut "
         "confirms a probe holding a large share of the cluster's spread, docs/protocol.md "
-        "4); default: the signal's (0.015 data, 0.03 prompt)",
+        "4); default: the signal's (0.02 data, 0.03 prompt)",
     )
     parser.add_argument(
         "--alpha",

@@ -340,7 +340,7 @@ def _split_chart(view: pages.FederationView) -> Any:
     smallest: dict[int, float] = {}
     for row in view.splits:
         smallest[row.round] = min(row.ratio, smallest.get(row.round, row.ratio))
-    threshold, _ = view.config.clustering.split_rules(view.config.reduction.signal)
+    threshold, _, _ = view.config.clustering.split_rules(view.config.reduction.signal)
     return charts.line_chart(
         [charts.Series("smallest W2/W1", sorted(smallest.items()), charts.PALETTE[0], "main")],
         x_label="round",

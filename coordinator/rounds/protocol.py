@@ -186,13 +186,16 @@ def run_clustering(
             received=points.names(err.received),
         )
     membership = state.membership_obj()
-    split_threshold, probe_fraction = config.clustering.split_rules(config.reduction.signal)
+    split_threshold, probe_fraction, probe_ratio = config.clustering.split_rules(
+        config.reduction.signal
+    )
     step = secpc_step(
         distances,
         membership,
         ClusteringConfig(
             split_threshold=split_threshold,
             probe_fraction=probe_fraction,
+            probe_ratio=probe_ratio,
             max_trim=config.clustering.max_trim,
             trim_factor=config.clustering.trim_factor,
             merge_factor=config.clustering.merge_factor,

@@ -270,6 +270,27 @@ def test_a_tested_cluster_with_nobody_set_aside_takes_its_cut_high_side_as_next_
     assert dict(result.membership.probes) == {0: cut.high}
 
 
+def test_a_probe_its_cut_reproduces_without_a_split_is_dropped_for_a_fresh_draw() -> None:
+    """A tested cluster whose cut gives back its own probe (or the complement) and does not
+    split has reached a fixed point: keeping that probe would test the same axis forever
+    (three domains stalled so), so it is dropped and the next round draws a fresh one."""
+    rng = np.random.default_rng(3)
+    x = np.repeat(rng.standard_normal((2, 32)) * 3, 4, axis=0) + 0.1 * rng.standard_normal((8, 32))
+    never = ClusteringConfig(split_threshold=1e-9, probe_fraction=1.5, min_aggregation_size=2)
+    for probe in ((0, 1, 2, 3), (4, 5, 6, 7)):
+        refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),), ((0, probe),))
+        result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 1), never)
+        assert result.splits == ()
+        assert dict(result.membership.probes) == {}
+    refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),), ((0, (0, 1, 4)),))
+    result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 1), never)
+    assert dict(result.membership.probes) == {0: (0, 1, 2, 3)}  # moved on: kept
+    drawn = result.membership.reference_sets(
+        range(8), min_aggregation_size=2, min_reference_size=2, salt="next"
+    )
+    assert drawn is not None
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     n=st.integers(min_value=2, max_value=40),

@@ -1,0 +1,135 @@
+"""The ``data`` signal SecPC clusters by default: a participant's mean image embedding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from coordinator.config import SPLIT_DEFAULTS, ClusteringPolicy, FederationCreate
+from participant.learning.backbone import Backbone
+from participant.learning.errors import LearningConfigError
+from participant.learning.features import FeatureSet
+from participant.learning.reduction import JLReduction, data_signal
+from participant.learning.strategies import get_strategy
+from participant.trainer import PromptTrainer
+
+E, R = 24, 16
+
+
+def _domain(
+    rng: np.random.Generator, centre: np.ndarray, weights: np.ndarray, n: int
+) -> np.ndarray:
+    """``n`` unit image embeddings of one domain: ``centre`` plus one of three class offsets
+    drawn by ``weights`` (the participant's label mix), plus noise."""
+    offsets = np.random.default_rng(99).normal(0, 0.6, (3, E))  # the domain's classes
+    labels = rng.choice(3, size=n, p=weights)
+    x = centre + offsets[labels] + rng.normal(0, 0.2, (n, E))
+    unit: np.ndarray = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit
+
+
+def test_known_answer_and_unit_norm() -> None:
+    """``unit(mean(F) @ R)`` with ``R`` the public JL matrix of ``seed + 1`` (not the prompt
+    reduction's ``seed``), worked out here step by step."""
+    features = np.arange(3 * E, dtype=np.float64).reshape(3, E) / 100.0
+    mean = features.sum(axis=0) / 3
+    projected = mean @ np.random.default_rng(8).standard_normal((E, R)) / np.sqrt(R)
+    expected = projected / np.sqrt((projected**2).sum())
+    got = data_signal(torch.tensor(features, dtype=torch.float32), R, 7)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got.shape == (R,)
+    assert abs(np.linalg.norm(got) - 1) < 1e-12
+    assert not np.allclose(got, data_signal(features, R, 6))  # the seed is public and fixed
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_the_order_of_the_images_does_not_matter(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(int(rng.integers(1, 40)), E))
+    shuffled = features[rng.permutation(features.shape[0])]
+    np.testing.assert_allclose(data_signal(features, R, 3), data_signal(shuffled, R, 3), atol=1e-12)
+
+
+def test_label_mix_moves_it_less_than_the_domain() -> None:
+    """Two participants of one domain with opposite label skews are nearer each other than
+    either is to a participant of another domain with the same skew as itself: the property
+    the default signal exists for (a trained prompt does not have it under strong skew)."""
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(0, 1, E), rng.normal(0, 1, E)
+    skew1, skew2 = np.array([0.8, 0.1, 0.1]), np.array([0.1, 0.1, 0.8])
+    x1 = data_signal(_domain(rng, a, skew1, 200), R, 0)
+    x2 = data_signal(_domain(rng, a, skew2, 200), R, 0)
+    y1 = data_signal(_domain(rng, b, skew1, 200), R, 0)
+    assert np.linalg.norm(x1 - x2) < 0.5 * min(np.linalg.norm(x1 - y1), np.linalg.norm(x2 - y1))
+
+
+def test_bad_features_are_refused() -> None:
+    with pytest.raises(LearningConfigError, match="non-empty"):
+        data_signal(np.zeros((0, E)), R, 0)
+    with pytest.raises(LearningConfigError, match="non-empty"):
+        data_signal(np.zeros(E), R, 0)
+    with pytest.raises(LearningConfigError, match="zero mean"):
+        data_signal(np.zeros((4, E)), R, 0)
+
+
+def _features(backbone: Backbone, seed: int) -> FeatureSet:
+    rng = np.random.default_rng(seed)
+    feats = rng.normal(0, 1, (20, backbone.embed_dim))
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+    labels = torch.tensor(rng.integers(0, 2, 20))
+    return FeatureSet(torch.tensor(feats, dtype=torch.float32), labels, ("a", "b"), f"d{seed}")
+
+
+@pytest.mark.parametrize("signal", ["data", "prompt"])
+def test_the_trainer_sends_the_signal_the_federation_names(
+    tiny_backbone: Backbone, signal: str
+) -> None:
+    train = _features(tiny_backbone, 1)
+    strategy = get_strategy("secfpp", backbone=tiny_backbone, classnames=["a", "b"], n_ctx=2)
+    reduction = JLReduction(n_ctx=2, ctx_dim=tiny_backbone.text.width, r=R, seed=5)
+    trainer = PromptTrainer(
+        strategy, train, train, epochs=1, reduction=reduction, reduce_direction=True, signal=signal
+    )
+    g = np.random.default_rng(0).normal(0, 0.02, (2, tiny_backbone.text.width))
+    first, second = trainer.train(1, g).reduced, trainer.train(2, g + 0.1).reduced
+    assert first is not None
+    assert second is not None
+    expected = data_signal(train.features, R, 5)
+    if signal == "data":  # the data's, every round, whatever the prompt did
+        np.testing.assert_array_equal(first, expected)
+        np.testing.assert_array_equal(second, expected)
+    else:
+        assert not np.allclose(first, expected)
+        assert not np.allclose(first, second)
+
+
+def test_the_trainer_refuses_an_unknown_signal(tiny_backbone: Backbone) -> None:
+    train = _features(tiny_backbone, 2)
+    strategy = get_strategy("secfpp", backbone=tiny_backbone, classnames=["a", "b"], n_ctx=2)
+    with pytest.raises(LearningConfigError, match="signal"):
+        PromptTrainer(strategy, train, train, epochs=1, reduction=None, signal="labels")
+
+
+def test_split_rules_follow_the_signal_unless_set() -> None:
+    assert ClusteringPolicy().split_rules("data") == SPLIT_DEFAULTS["data"] == (0.02, 0.45, 0.03)
+    assert ClusteringPolicy().split_rules("prompt") == SPLIT_DEFAULTS["prompt"]
+    assert SPLIT_DEFAULTS["prompt"] == (0.03, 0.30, 0.15)
+    policy = ClusteringPolicy(split_threshold=0.2, probe_fraction=0.5, probe_ratio=0.1)
+    assert policy.split_rules("data") == policy.split_rules("prompt") == (0.2, 0.5, 0.1)
+    assert ClusteringPolicy(probe_fraction=0.9).split_rules("prompt") == (0.03, 0.9, 0.15)
+
+
+def test_the_federation_names_its_signal_and_refuses_others() -> None:
+    body = {"name": "f", "n_participants": 4, "tolerance": {"reduced_dim": 8}}
+    assert FederationCreate.model_validate(body).reduction.signal == "data"
+    chosen = {**body, "reduction": {"signal": "prompt"}}
+    assert FederationCreate.model_validate(chosen).reduction.signal == "prompt"
+    with pytest.raises(ValidationError, match="signal"):
+        FederationCreate.model_validate({**body, "reduction": {"signal": "labels"}})
+    with pytest.raises(ValidationError, match="probe_fraction"):
+        FederationCreate.model_validate({**body, "clustering": {"probe_fraction": 0}})
