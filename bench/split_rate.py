@@ -1,7 +1,7 @@
 """How reliably SecPC parts the domains of the demo's setting, and how often it splits one.
 
 For each seed, the demo's federation (default: 8 participants, ``two-domain``: half on
-handwritten digits, half on printed letters, Dirichlet(5) labels inside each domain,
+handwritten digits, half on printed letters, Dirichlet(0.5) labels inside each domain,
 300 images each, 2 local epochs per round, SecPC from round 1) runs in simulation mode
 (:func:`demo.simulation.simulate`: the real coordinator app and participant engines in one
 process, real training on the shipped ``tiny-offline`` CLIP). It records, per round, the
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setting", default="two-domain")
     parser.add_argument("--split-threshold", type=float, default=None, help="default: the signal's")
     parser.add_argument("--signal", choices=("data", "prompt"), default="data")
-    parser.add_argument("--alpha", type=float, default=5.0, help="Dirichlet label skew")
+    parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     parser.add_argument(
         "--no-direction", action="store_true", help="cluster x_i = reduce(P_i) itself"
     )

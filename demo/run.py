@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--alpha",
         type=float,
-        default=5.0,
+        default=0.5,
         help="Dirichlet concentration of the label skew inside each domain (0.5: strong)",
     )
     parser.add_argument("--seed", type=int, default=0)

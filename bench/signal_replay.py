@@ -1,0 +1,171 @@
+"""SecPC's clustering step replayed on the data signal of the benchmark settings (plaintext).
+
+For each setting, Dirichlet ``alpha``, federation size and seed, the participants of
+:func:`demo.partition.setting_partition` get their data signal ``x_i``
+(:func:`participant.learning.reduction.data_signal`: the unit direction of the JL-reduced
+mean of their frozen image embeddings, what they share with ``reduction.signal = "data"``),
+and :func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on plaintext distances
+(which the coded path reproduces exactly) from one cluster, with the coordinator's split
+rules for the data signal (``coordinator.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
+``--probe-fraction``, ``--probe-ratio``). No training is involved: the data signal does not
+depend on the prompts. Reported per case:
+
+* single-domain federations: how many ever split (false splits);
+* multi-domain federations: the first round after which every true domain has its own
+  cluster (purity 1 with as many clusters as domains, or ``-``), and the membership changes
+  after that round (flip-flops).
+
+Usage: ``python -m bench.signal_replay [--seeds 20] [--rounds 6] [--alphas 0.5 5]
+[--sizes 8 10]`` (``--quick``: 2 seeds, 3 rounds, alpha 0.5, 10 participants, 60 images).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crypto.clustering import ClusteringConfig, Membership, secpc_step
+from crypto.secpc import plaintext_distances
+
+__all__ = ["main", "replay"]
+
+SETTINGS = ("single", "two-domain", "unequal", "three-domain")
+
+
+def replay(
+    x: NDArray[np.float64], domains: Sequence[str], config: ClusteringConfig, *, rounds: int
+) -> list[list[tuple[int, ...]]]:
+    """The clusters after each of ``rounds`` clustering steps on the rows of ``x`` (one
+    participant each), from one cluster; probes are drawn with a public per-round salt."""
+    n = x.shape[0]
+    membership = Membership.initial(range(n))
+    history: list[list[tuple[int, ...]]] = []
+    for number in range(1, rounds + 1):
+        refs = membership.reference_sets(
+            range(n),
+            min_aggregation_size=config.min_aggregation_size,
+            min_reference_size=config.min_reference_size,
+            salt=f"replay|{number}",
+        )
+        if refs is None:
+            raise ValueError(f"{n} participants are too few for reference sets")
+        membership = secpc_step(plaintext_distances(list(x), refs), membership, config).membership
+        history.append(sorted(tuple(sorted(m)) for _, m in membership.clusters))
+    return history
+
+
+def _parted(clusters: list[tuple[int, ...]], domains: Sequence[str]) -> bool:
+    """Every true domain has a cluster of its own (and no cluster mixes domains)."""
+    return len(clusters) == len(set(domains)) and all(
+        len({domains[i] for i in c}) == 1 for c in clusters
+    )
+
+
+def _case(history: list[list[tuple[int, ...]]], domains: Sequence[str]) -> dict[str, Any]:
+    if len(set(domains)) == 1:
+        return {"false_split": any(len(c) > 1 for c in history)}
+    first = next((k + 1 for k, c in enumerate(history) if _parted(c, domains)), None)
+    changes = 0
+    if first is not None:
+        changes = sum(a != b for a, b in zip(history[first - 1 :], history[first:], strict=False))
+    return {"parted_round": first, "changes_after": changes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.signal_replay", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 5.0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 10])
+    parser.add_argument("--images", type=int, default=300, help="images per participant")
+    parser.add_argument("--split-threshold", type=float, default=None)
+    parser.add_argument("--probe-fraction", type=float, default=None)
+    parser.add_argument("--probe-ratio", type=float, default=None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/signal_replay.json"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.rounds, args.alphas, args.sizes, args.images = 2, 3, [0.5], [10], 60
+    from bench.accuracy import _participants
+    from coordinator.config import ClusteringPolicy
+    from demo.partition import setting_partition
+    from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+    from participant.learning import configure_threads, data_signal, load_backbone
+
+    threshold, fraction, ratio = ClusteringPolicy(
+        split_threshold=args.split_threshold,
+        probe_fraction=args.probe_fraction,
+        probe_ratio=args.probe_ratio,
+    ).split_rules("data")
+    config = ClusteringConfig(
+        split_threshold=threshold,
+        probe_fraction=fraction,
+        probe_ratio=ratio,
+        min_aggregation_size=3,
+        min_reference_size=2,
+    )
+    configure_threads(1)
+    register_offline_models()
+    backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
+    print(
+        f"== data signal, split_threshold {threshold}, probe_fraction {fraction}, "
+        f"probe_ratio {ratio}, {args.rounds} rounds, {args.seeds} seeds"
+    )
+    started = time.monotonic()
+    rows: list[dict[str, Any]] = []
+    for setting in args.settings:
+        for alpha in args.alphas:
+            for size in args.sizes:
+                cases = []
+                for seed in range(args.seeds):
+                    built = setting_partition(
+                        setting, size, alpha=alpha, seed=seed, images_per_participant=args.images
+                    )
+                    data = _participants(
+                        built.parts, backbone, per_participant=args.images, seed=seed
+                    )
+                    x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
+                    domains = [d.group for d in data]
+                    cases.append(_case(replay(x, domains, config, rounds=args.rounds), domains))
+                row: dict[str, Any] = {"setting": setting, "alpha": alpha, "participants": size}
+                if setting == "single":
+                    row["false_splits"] = sum(c["false_split"] for c in cases)
+                    text = f"false splits {row['false_splits']} of {len(cases)}"
+                else:
+                    found = [c["parted_round"] for c in cases]
+                    row["parted"] = sum(r is not None for r in found)
+                    row["parted_rounds"] = found
+                    row["changes_after"] = sum(c["changes_after"] for c in cases)
+                    text = (
+                        f"parted {row['parted']} of {len(cases)}, rounds "
+                        f"{', '.join('-' if r is None else str(r) for r in found)}; "
+                        f"membership changes afterwards {row['changes_after']}"
+                    )
+                row["seeds"] = len(cases)
+                rows.append(row)
+                print(f"{setting:>12} alpha {alpha:<4} n {size:>2}: {text}", flush=True)
+    print(f"{time.monotonic() - started:.0f} s")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rules = {"split_threshold": threshold, "probe_fraction": fraction, "probe_ratio": ratio}
+    args.out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1))
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
