@@ -197,12 +197,12 @@ class ReductionConfig(_Frozen):
 
 
 SPLIT_DEFAULTS: dict[str, tuple[float, float, float]] = {
-    "data": (0.02, 0.45, 0.03),
+    "data": (0.02, 0.40, 0.03),
     "prompt": (0.03, 0.30, 0.15),
 }
 """Default ``(split_threshold, probe_fraction, probe_ratio)`` per reduction signal (the two
 split rules, docs/protocol.md section 4). Prompt directions: measured on the demo's prompts
-(README, "Clustering on the demo's setting"). Data signals: a plaintext replay of the
+(README, "Clustering on the demo's setting"). Data signals: ``python -m bench.signal_replay``, the
 clustering step on the mean image embeddings of the benchmark settings (20 seeds x alpha
 0.5 / 5 x 8 / 10 participants, six rounds; docs/protocol.md, "What SecPC clusters"): the
 domain cut's ``W2/W1`` was at most 0.017 (median 0.001), no single-domain federation came
@@ -236,7 +236,7 @@ class ClusteringPolicy(_Frozen):
         description="The second split rule: a cut that confirms the probe partition splits "
         "when that partition holds at least this share of the cluster's full-dimensional "
         "spread (above 1: never) and its cut's W2/W1 is below probe_ratio. null: the "
-        "reduction signal's default (0.45 for 'data', 0.30 for 'prompt').",
+        "reduction signal's default (0.40 for 'data', 0.30 for 'prompt').",
     )
     probe_ratio: float | None = Field(
         default=None,

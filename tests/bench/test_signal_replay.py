@@ -27,7 +27,7 @@ def test_case_finds_the_first_parted_round_and_the_changes_after_it() -> None:
 
 def test_replay_parts_planted_groups_and_keeps_one_group_whole() -> None:
     rng = np.random.default_rng(2)
-    config = ClusteringConfig(split_threshold=0.02, probe_fraction=0.45, probe_ratio=0.03)
+    config = ClusteringConfig(split_threshold=0.02, probe_fraction=0.40, probe_ratio=0.03)
     centres = rng.standard_normal((2, 64)) * 2
     x = np.repeat(centres, 5, axis=0) + 0.1 * rng.standard_normal((10, 64))
     domains = ["a"] * 5 + ["b"] * 5
@@ -42,7 +42,7 @@ def test_quick_run_writes_its_rows(tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     assert main(["--quick", "--settings", "single", "two-domain", "--out", str(out)]) == 0
     got = json.loads(out.read_text())
-    assert got["rules"] == {"split_threshold": 0.02, "probe_fraction": 0.45, "probe_ratio": 0.03}
+    assert got["rules"] == {"split_threshold": 0.02, "probe_fraction": 0.40, "probe_ratio": 0.03}
     single, two = got["rows"]
     assert single["setting"] == "single"
     assert 0 <= single["false_splits"] <= single["seeds"] == 2

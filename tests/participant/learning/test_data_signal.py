@@ -116,7 +116,7 @@ def test_the_trainer_refuses_an_unknown_signal(tiny_backbone: Backbone) -> None:
 
 
 def test_split_rules_follow_the_signal_unless_set() -> None:
-    assert ClusteringPolicy().split_rules("data") == SPLIT_DEFAULTS["data"] == (0.02, 0.45, 0.03)
+    assert ClusteringPolicy().split_rules("data") == SPLIT_DEFAULTS["data"] == (0.02, 0.40, 0.03)
     assert ClusteringPolicy().split_rules("prompt") == SPLIT_DEFAULTS["prompt"]
     assert SPLIT_DEFAULTS["prompt"] == (0.03, 0.30, 0.15)
     policy = ClusteringPolicy(split_threshold=0.2, probe_fraction=0.5, probe_ratio=0.1)
