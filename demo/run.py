@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from coordinator.config import ClusteringPolicy
 from demo.partition import SETTINGS, setting_partition, write_image_folders
 from demo.processes import ProcessGroup
 from demo.report import DemoRecord, cluster_purity, describe_clusters, plot, render
@@ -491,9 +492,13 @@ def _run_round(
         _say(f"  {line}")
     tests = _split_tests(status)
     if tests:
+        config = admin.get(f"/v1/federations/{fid}").json()["config"]
+        threshold, _, ratio = ClusteringPolicy.model_validate(config["clustering"]).split_rules(
+            config["reduction"]["signal"]
+        )
         _say(
-            f"  split test (split when W2/W1 < threshold, or < 0.15 when the cut confirms "
-            f"the probe): {tests}"
+            f"  split test (split when W2/W1 < {threshold:g}, or < {ratio:g} when the cut "
+            f"confirms the probe): {tests}"
         )
 
 
