@@ -281,6 +281,11 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
             await app.open_async()
             await _work(app, runtime, options)
             backoff = 1.0
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # procrastinate's worker absorbs the cancellation while it shuts down
+                # gracefully and returns: that is a stop, not an outage to restart after
+                raise asyncio.CancelledError
             log.warning("job worker %s stopped; starting it again", options.name)
         except asyncio.CancelledError:
             raise

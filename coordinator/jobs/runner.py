@@ -12,7 +12,6 @@ loop; on SQLite always the local threads) and the deadline tick: every
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime
 
@@ -28,6 +27,10 @@ from coordinator.jobs.postgres import (
 from coordinator.jobs.tasks import JobRuntime
 from coordinator.rounds.driver import RoundDriver
 from coordinator.settings import Settings
+
+STOP_TIMEOUT_S = 45.0
+"""Longest wait for the job worker at shutdown: procrastinate's graceful shutdown of
+running jobs (``WorkerOptions.shutdown_timeout_s``, 30 s) plus closing its pool (10 s)."""
 
 __all__ = ["JobRunner", "job_queue", "worker_options"]
 
@@ -110,8 +113,11 @@ class JobRunner:
         """Stop the worker (running jobs finish, up to its shutdown timeout) and the queue."""
         if self._worker is not None:
             self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+            # running jobs get the worker's graceful shutdown timeout, and closing its
+            # pool 10 s more; never wait longer than that (a shutdown must not hang)
+            done, _ = await asyncio.wait({self._worker}, timeout=STOP_TIMEOUT_S)
+            if not done:
+                log.warning("job worker did not stop in %.0f s; leaving it", STOP_TIMEOUT_S)
             self._worker = None
         if isinstance(self.queue, LocalJobs):
             await asyncio.to_thread(self.queue.stop)

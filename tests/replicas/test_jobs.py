@@ -285,3 +285,44 @@ def test_round_lock_keys_are_stable_signed_64_bit_integers() -> None:
     assert len(keys) == 1000
     assert all(-(2**63) <= k < 2**63 for k in keys)
     assert round_lock_key("round-1") == round_lock_key("round-1")
+
+
+def test_a_cancelled_worker_that_returns_quietly_stops_instead_of_restarting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker run that absorbs the cancellation (shuts down gracefully and returns) must
+    end ``run_worker`` with CancelledError, not start a new worker: the coordinator's
+    shutdown waited on such a restarted worker for good (a CI run hung in a test client's
+    teardown)."""
+    from coordinator.jobs import postgres
+
+    starts: list[int] = []
+
+    class FakeApp:
+        async def open_async(self) -> None:
+            starts.append(1)
+            if len(starts) > 1:  # a restart: end here, so that the test fails, not hangs
+                raise asyncio.CancelledError
+
+        async def close_async(self) -> None:
+            return None
+
+    async def absorbing_work(app: Any, runtime: Any, options: Any) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(3600)
+
+    monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: FakeApp())
+    monkeypatch.setattr(postgres, "_work", absorbing_work)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.05)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert done, "run_worker kept running after it was cancelled"
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+    assert starts == [1]
