@@ -241,13 +241,16 @@ def _guarantees(config: dict[str, Any]) -> list[str]:
     n = config["n_participants"]
     kc, tc = c["clustering_code"]["k"], c["clustering_code"]["t"]
     ka, ta = c["aggregation_code"]["k"], c["aggregation_code"]["t"]
+    what = {"data": "mean image embedding", "prompt": "reduced prompt"}[
+        config["reduction"]["signal"]
+    ]
     return [
-        f"clustering (SecPC) on Lagrange-coded shares: K={kc}, T={tc}; any {tc} colluding "
-        f"participants learn nothing about another's prompt; {n - (2 * (kc + tc - 1) + 1)} "
-        f"dropouts tolerated; field GF(2^61-1) with {c['clustering_field']['bits']} "
-        "fractional bits; only whole squared distances are decoded (one chunk), every "
-        "centre averages at least "
-        f"{c.get('min_reference_size', 2)} prompts, and every threshold exceeds N/2",
+        f"clustering (SecPC) of each participant's {what} on Lagrange-coded shares: "
+        f"K={kc}, T={tc}; any {tc} colluding participants learn nothing about another's; "
+        f"{n - (2 * (kc + tc - 1) + 1)} dropouts tolerated; field GF(2^61-1) with "
+        f"{c['clustering_field']['bits']} fractional bits; only whole squared distances are "
+        "decoded (one chunk), every centre averages at least "
+        f"{c.get('min_reference_size', 2)} participants, and every threshold exceeds N/2",
         f"cluster-wise aggregation on shares: K={ka}, T={ta}; {n - (ka + ta)} dropouts "
         f"tolerated; GF({c['aggregation_field']['prime']}), updates clipped to L2 "
         f"{c['l2_clip']} and entries to {c['aggregation_field']['clip']}",
