@@ -364,8 +364,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         admin = deployment.admin
         _say(f"{args.participants} participants enrolled and running (logs in {work / 'logs'})")
+        config = federation["config"]
+        rules = ClusteringPolicy.model_validate(config["clustering"]).split_rules(
+            config["reduction"]["signal"]
+        )
         for number in range(1, args.rounds + 1):
-            _run_round(admin, fid, number, procs, record, index_of)
+            _run_round(admin, fid, number, procs, record, index_of, rules)
         for p in range(args.participants):
             zs = work / "state" / f"participant-{p}" / "zero_shot.json"
             if zs.exists():
@@ -450,7 +454,10 @@ def _run_round(
     procs: ProcessGroup,
     record: DemoRecord,
     index_of: dict[int, int],
+    rules: tuple[float, float, float],
 ) -> None:
+    """One round, printed as it goes; ``rules`` are the federation's split rules in force
+    (``split_threshold, probe_fraction, probe_ratio``)."""
     deadline = time.monotonic() + 600
     while True:
         r = admin.post(f"/v1/federations/{fid}/rounds")
@@ -495,10 +502,7 @@ def _run_round(
         _say(f"  {line}")
     tests = _split_tests(status)
     if tests:
-        config = admin.get(f"/v1/federations/{fid}").json()["config"]
-        threshold, _, ratio = ClusteringPolicy.model_validate(config["clustering"]).split_rules(
-            config["reduction"]["signal"]
-        )
+        threshold, _, ratio = rules
         _say(
             f"  split test (split when W2/W1 < {threshold:g}, or < {ratio:g} when the cut "
             f"confirms the probe): {tests}"
