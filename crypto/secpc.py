@@ -137,6 +137,22 @@ def _membership(refs: ReferenceSets) -> NDArray[np.int64]:
     return matrix
 
 
+def _stack_checked(
+    field: PrimeField, shares: Mapping[int, FieldArray], order: Sequence[int]
+) -> FieldArray:
+    """The shares of ``order`` as the rows of one int64 matrix, all entries in ``[0, p)``.
+
+    One range check over the matrix; when it fails, the rows are checked one by one so
+    that the error names the offending ``shares[i]``.
+    """
+    rows = [np.asarray(shares[i]) for i in order]
+    if all(np.issubdtype(r.dtype, np.integer) for r in rows):
+        stacked = np.vstack(rows).astype(np.int64, copy=False)
+        if stacked.size == 0 or (int(stacked.min()) >= 0 and int(stacked.max()) < field.prime):
+            return stacked
+    return np.vstack([field.check(shares[i], f"shares[{i}]") for i in order])
+
+
 def coded_distances(
     field: PrimeField, shares: Mapping[int, FieldArray], refs: ReferenceSets
 ) -> FieldArray:
@@ -152,13 +168,18 @@ def coded_distances(
     missing = [i for i in refs.participants if i not in shares]
     if missing:
         raise ParameterError("shares", f"lacks the shares of participants {missing}")
-    own = np.vstack([field.check(shares[i], f"shares[{i}]") for i in refs.participants])
+    own = _stack_checked(field, shares, refs.participants)  # (n, L)
     p = field.prime
     sums = matmul(field, _membership(refs), own)  # (S, L)
-    sizes = np.array([len(m) for m in refs.sets], dtype=np.int64)
-    scaled = mul(own[:, None, :], sizes[None, :, None], p)  # (n, S, L)
-    diff = field.sub(scaled, sums[None, :, :])
-    delta = mulsum(diff, diff, p)  # (n, S)
+    sizes = np.array([len(m) for m in refs.sets], dtype=np.int64)  # m_S <= n, so m_S**2 fits
+    # delta(i, S) = m_S**2 |x_i|**2 - 2 m_S <x_i, Sum(S)> + |Sum(S)|**2: one (n, L) x (L, S)
+    # product instead of n * S * L products (same value mod p, term for term).
+    norms = mulsum(own, own, p)  # (n,)
+    inner = matmul(field, own, np.ascontiguousarray(sums.T))  # (n, S)
+    sum_norms = mulsum(sums, sums, p)  # (S,)
+    first = mul(norms[:, None], np.mod(sizes * sizes, p)[None, :], p)
+    cross = mul(inner, np.mod(2 * sizes, p)[None, :], p)
+    delta = field.add(field.sub(first, cross), np.broadcast_to(sum_norms[None, :], first.shape))
     eps = []
     clusters = refs.clusters
     for a, b in refs.cluster_pairs:

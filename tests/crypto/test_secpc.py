@@ -174,3 +174,63 @@ def test_one_compact_group_is_not_split() -> None:
         coded, _ = coded_round(vectors, refs, params, seed=round_index)
         membership = secpc_step(coded, membership, config).membership
     assert [m for _, m in membership.clusters] == [tuple(range(n))]
+
+
+def _defining_result(prime: int, shares: dict[int, np.ndarray], refs: ReferenceSets) -> list[int]:
+    """The member's result vector straight from the module docstring's definition, in
+    Python integers: delta over (participant, reference set), then eps over cluster pairs."""
+    sets = [
+        [int(v) for v in np.sum([shares[i] for i in m], axis=0, dtype=object)] for m in refs.sets
+    ]
+    out = []
+    for i in refs.participants:
+        for members, total in zip(refs.sets, sets, strict=True):
+            m = len(members)
+            out.append(
+                sum((m * int(x) - s) ** 2 for x, s in zip(shares[i], total, strict=True)) % prime
+            )
+    clusters = refs.clusters
+    for a, b in refs.cluster_pairs:
+        m_a, m_b = len(clusters[a][1]), len(clusters[b][1])
+        sa = [int(v) for v in np.sum([shares[i] for i in clusters[a][1]], axis=0, dtype=object)]
+        sb = [int(v) for v in np.sum([shares[i] for i in clusters[b][1]], axis=0, dtype=object)]
+        out.append(sum((m_b * x - m_a * y) ** 2 for x, y in zip(sa, sb, strict=True)) % prime)
+    return out
+
+
+@given(
+    scenarios(),
+    st.sampled_from([2**61 - 1, 2**31 - 1, 998_244_353, 65_537, 1_000_003]),
+    st.sampled_from(["uniform", "extremes"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_member_result_is_the_defining_sum_for_any_field_elements(
+    case: tuple, prime: int, kind: str
+) -> None:
+    """The expanded form m**2|x|**2 - 2m<x, Sum> + |Sum|**2 that :func:`coded_distances`
+    computes equals the defining sum of squares mod p for any shares, including the
+    largest field elements (where an overflow in the expansion would show)."""
+    from crypto.field import PrimeField
+
+    vectors, refs, _, seed = case
+    gen = np.random.default_rng(seed)
+    n, r = vectors.shape
+    if kind == "uniform":
+        values = gen.integers(0, prime, (n, r), dtype=np.int64)
+    else:
+        values = gen.choice(np.array([0, 1, prime - 2, prime - 1], dtype=np.int64), (n, r))
+    shares = {i: values[i] for i in range(n)}
+    got = coded_distances(PrimeField(prime), shares, refs)
+    assert got.dtype == np.int64
+    assert [int(v) for v in got] == _defining_result(prime, shares, refs)
+
+
+def test_member_result_names_the_share_out_of_range() -> None:
+    from crypto.field import PrimeField
+
+    refs = ReferenceSets((0, 1, 2), ((0, (0, 1, 2)),), ())
+    shares = {0: np.array([1, 2]), 1: np.array([3, 97]), 2: np.array([0, 0])}
+    with pytest.raises(ParameterError, match=r"shares\[1\]"):
+        coded_distances(PrimeField(97), shares, refs)
+    with pytest.raises(ParameterError, match=r"shares\[2\]"):
+        coded_distances(PrimeField(97), {**shares, 1: np.array([3, 4]), 2: np.array([-1, 0])}, refs)
