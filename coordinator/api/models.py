@@ -325,7 +325,11 @@ class Task(_Model):
         description="Committee rounds: the public draw to verify before sharing; only "
         "members compute coded results. Null: all-to-all.",
     )
-    peers: list[Peer]
+    peers: list[Peer] = Field(
+        description="Every enrolled participant's index, name and X25519 key, when the "
+        "action needs keys (share, compute_distances, compute_sums) or no round has started; "
+        "empty otherwise, so that the polls in between stay small."
+    )
 
 
 class EnvelopeIn(_Model):

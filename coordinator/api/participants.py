@@ -224,8 +224,9 @@ def task(
 ) -> Task:
     """What to do now: ``share`` (with the envelope sizes), ``compute_distances`` (with
     the reference sets), ``compute_sums`` (with the member sets), ``fetch_outcome``,
-    ``wait`` or ``dropped``; the peers' keys; and, while it has to share (train),
-    its cluster's global prompt."""
+    ``wait`` or ``dropped``; the peers' keys when the action needs them (share and
+    compute; empty while waiting); and, while it has to share (train), its cluster's
+    global prompt."""
     # The most frequent request (every participant polls it): authentication, the
     # driver's check and the view run in one worker thread (it has no parameters, so
     # authenticating here still answers 401 before anything else is looked at).

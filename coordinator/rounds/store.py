@@ -16,7 +16,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import CursorResult, Result, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from coordinator.db.models import (
     ClusterPrompt,
@@ -55,7 +55,22 @@ def rowcount(result: Result[Any]) -> int:
 def current_round(session: Session, federation_id: str) -> Round | None:
     """The federation's newest round (any stage)."""
     return session.scalars(
-        select(Round).where(Round.federation_id == federation_id).order_by(Round.number.desc())
+        select(Round)
+        .where(Round.federation_id == federation_id)
+        .order_by(Round.number.desc())
+        .limit(1)
+    ).first()
+
+
+def current_round_head(session: Session, federation_id: str) -> Round | None:
+    """:func:`current_round` without its ``state`` column (JSON that grows with N), which
+    raises if touched: read it through :func:`coordinator.rounds.views.round_state`."""
+    return session.scalars(
+        select(Round)
+        .options(defer(Round.state, raiseload=True))
+        .where(Round.federation_id == federation_id)
+        .order_by(Round.number.desc())
+        .limit(1)
     ).first()
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -129,17 +132,59 @@ def _cluster_sets(pairs: list[tuple[int, tuple[int, ...]]]) -> list[ClusterSet]:
     return [ClusterSet(cluster=c, members=list(m)) for c, m in pairs]
 
 
-def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
-    """The participant's current task (see :class:`~coordinator.api.models.Task`)."""
-    me = participant.lcc_index
-    peers = [  # plain columns, not ORM rows: this runs on every poll of every participant
+_STATE_CACHE_SIZE = 64
+_states: OrderedDict[tuple[str, int], RoundState] = OrderedDict()
+_states_lock = threading.Lock()
+
+
+def round_state(session: Session, rnd: Round) -> RoundState | None:
+    """The parsed state of ``rnd`` at its loaded ``version``, or None if the round has
+    moved past that version meanwhile (then reload the round).
+
+    Every change of a round's state bumps its version (compare-and-set), so a state
+    parsed at ``(id, version)`` stays valid: polls of a thousand participants parse it
+    once per version in each process instead of once per request. ``rnd`` may have been
+    loaded without its ``state`` column (:func:`~coordinator.rounds.store.current_round_head`).
+    """
+    key = (rnd.id, rnd.version)
+    with _states_lock:
+        cached = _states.get(key)
+        if cached is not None:
+            _states.move_to_end(key)
+            return cached
+    raw = session.scalar(
+        select(Round.state).where(Round.id == rnd.id, Round.version == rnd.version)
+    )
+    if raw is None:
+        return None
+    state = RoundState.model_validate(raw)
+    with _states_lock:
+        _states[key] = state
+        while len(_states) > _STATE_CACHE_SIZE:
+            _states.popitem(last=False)
+    return state
+
+
+def _peers(session: Session, federation_id: str) -> list[Peer]:
+    """Every enrolled participant's index, name and public key (plain columns)."""
+    return [
         Peer(index=i, display_name=name, public_key=b64(key))
         for i, name, key in session.execute(
             select(Participant.lcc_index, Participant.display_name, Participant.public_key)
-            .where(Participant.federation_id == participant.federation_id)
+            .where(Participant.federation_id == federation_id)
             .order_by(Participant.lcc_index)
         )
     ]
+
+
+def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
+    """The participant's current task (see :class:`~coordinator.api.models.Task`).
+
+    ``peers`` (every participant's key, O(N) per answer) is filled only when the action
+    needs keys (``share``, ``compute_distances``, ``compute_sums``) or there is no round
+    yet; the polls in between stay small at a thousand participants.
+    """
+    me = participant.lcc_index
     doc = Task(
         federation_id=participant.federation_id,
         participant_index=me,
@@ -151,12 +196,17 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
         cluster=None,
         global_prompt=None,
         senders=None,
-        peers=peers,
+        peers=[],
     )
-    rnd = store.current_round(session, participant.federation_id)
+    rnd = store.current_round_head(session, participant.federation_id)
     if rnd is None:
-        return doc
-    state = RoundState.model_validate(rnd.state)
+        return doc.model_copy(update={"peers": _peers(session, participant.federation_id)})
+    state = round_state(session, rnd)
+    if state is None:  # the round moved on between the two reads: read it whole
+        session.expunge(rnd)
+        rnd = store.current_round(session, participant.federation_id)
+        assert rnd is not None
+        state = RoundState.model_validate(rnd.state)
     stage = Stage(rnd.stage)
     membership = state.membership_obj()
     try:
@@ -212,6 +262,8 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             result_shape=(len(sets), config.update_share_length()),
         )
         update["action"] = "wait" if uploaded else "compute_sums"
+    if update["action"] != "wait":  # sealing or opening shares: the keys are needed
+        update["peers"] = _peers(session, participant.federation_id)
     return doc.model_copy(update=update)
 
 
