@@ -32,26 +32,41 @@ variable-length field length-prefixed, so distinct contexts never encode alike):
     u64 sender
     u64 recipient
 
+The HKDF is computed as RFC 5869 defines it, Extract then Expand, from pyca's
+HMAC-SHA256 (``key`` is one SHA-256 block, so Expand is the single
+``HMAC(PRK, info || 0x01)``); the known-answer vector is generated with pyca's
+``HKDF`` class and pins that the two agree.
+
+Per-peer caching: ``z`` depends only on the two key pairs, which are fixed for the
+whole federation, and the HKDF-Extract step only on ``z`` and the federation. A
+long-lived participant seals and opens through a :class:`KeyRing` (its private key
+plus a bounded LRU cache of both, keyed by the peer's raw public key), so it runs
+one X25519 per peer, not one per envelope; the envelopes are byte-identical to those
+of the bare private key. :func:`load_public_key` memoizes its validation the same way.
+
 Layers, as in pyca's Fernet: :func:`seal_share` / :func:`open_share` are the
 recipe; :func:`_seal_with_nonce` takes the nonce explicitly so known-answer tests
 can replay fixed vectors. Every failure to open is the one opaque
 :class:`~crypto.errors.ShareAuthenticationError`, with no chained cause.
 
-Private keys are never logged or shown: :class:`KeyPair`'s repr names only the
-public key.
+Private keys and shared secrets are never logged or shown: the reprs of
+:class:`KeyPair` and :class:`KeyRing` name only the public key.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, NoReturn, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.hmac import HMAC
 
 from crypto.errors import ParameterError, ShareAuthenticationError
 from crypto.rng import RandomSource, SystemRandom
@@ -61,8 +76,12 @@ __all__ = [
     "ENVELOPE_VERSION",
     "KEY_SIZE",
     "NONCE_SIZE",
+    "PUBLIC_KEY_CACHE_SIZE",
+    "RING_CAPACITY",
     "KeyPair",
+    "KeyRing",
     "ShareContext",
+    "SharedSecretSource",
     "generate_keypair",
     "load_private_key",
     "load_public_key",
@@ -78,11 +97,22 @@ TAG_SIZE: Final = 16
 KEY_SIZE: Final = 32
 """Bytes in a raw X25519 key and in the derived AES-256-GCM key."""
 ENVELOPE_OVERHEAD: Final = 1 + NONCE_SIZE + TAG_SIZE
+RING_CAPACITY: Final = 4096
+"""Default number of peers whose shared secret a :class:`KeyRing` keeps (LRU)."""
+PUBLIC_KEY_CACHE_SIZE: Final = 4096
+"""Validated public keys :func:`load_public_key` remembers (LRU, by raw bytes)."""
 
 _MAX_U64: Final = 2**64 - 1
 _MAX_U32: Final = 2**32 - 1
+_VERSION_BYTE: Final = bytes([ENVELOPE_VERSION])
+_SHA256: Final = SHA256()
+# HKDF salts (federation ids) a KeyRing keeps the Extract step of, per peer; a daemon
+# serves one federation, so this only bounds memory against a caller that cycles them.
+_SALTS_PER_PEER: Final = 4
 # Any fixed scalar detects low-order public keys (see load_public_key).
 _LOW_ORDER_PROBE: Final = X25519PrivateKey.from_private_bytes(b"secfpp-low-order-probe-scalar-32")
+# pyca's concrete public-key class: an exact type check is cheaper than the ABC's.
+_X25519_PUBLIC_TYPE: Final = type(_LOW_ORDER_PROBE.public_key())
 
 
 class KeyPair(NamedTuple):
@@ -117,8 +147,18 @@ def load_public_key(data: bytes) -> X25519PublicKey:
     Raises :class:`ParameterError` when ``data`` is not 32 bytes, or when it is a
     low-order point (the shared secret with it would be zero for every private
     key, so it could never authenticate anything).
+
+    Validated keys are remembered by their raw bytes (the last
+    :data:`PUBLIC_KEY_CACHE_SIZE`), so loading a federation's peer list again costs
+    no X25519 operation; a refused key is never remembered and is refused, with the
+    same error, every time.
     """
-    raw = _raw_key("public_key", data)
+    return _validated_public_key(_raw_key("public_key", data))
+
+
+@functools.lru_cache(maxsize=PUBLIC_KEY_CACHE_SIZE)
+def _validated_public_key(raw: bytes) -> X25519PublicKey:
+    # lru_cache stores return values only: a raise leaves nothing behind.
     key = X25519PublicKey.from_public_bytes(raw)
     # Clamped scalars are multiples of 8, so any one of them zeroes a low-order point.
     try:
@@ -150,6 +190,158 @@ def _raw_key(name: str, data: bytes) -> bytes:
     return raw
 
 
+def _raw_public(key: X25519PublicKey) -> bytes:
+    """The cache key of a peer: its raw bytes; ``TypeError`` unless an X25519 public key."""
+    if type(key) is not _X25519_PUBLIC_TYPE and not isinstance(key, X25519PublicKey):
+        raise TypeError(f"peer_public_key must be an X25519PublicKey, not {type(key).__name__}")
+    return key.public_bytes_raw()
+
+
+class SharedSecretSource(Protocol):
+    """Whose side of X25519 seals and opens: an ``X25519PrivateKey`` or a :class:`KeyRing`.
+
+    ``exchange`` returns the 32-byte shared secret with ``peer_public_key`` and raises
+    ``ValueError`` when it is all zero (a low-order peer key), as pyca's does.
+    """
+
+    def exchange(self, peer_public_key: X25519PublicKey, /) -> bytes: ...
+
+
+class _Peer:
+    """A cached shared secret and its HKDF-Extract per salt; shows neither."""
+
+    __slots__ = ("extracts", "secret")
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+        self.extracts: dict[bytes, HMAC] = {}
+
+    def __repr__(self) -> str:
+        return "_Peer(<hidden>)"
+
+
+class KeyRing:
+    """A participant's X25519 private key with a cache of its shared secrets, one per peer.
+
+    The shared secret of two participants is fixed for the federation's lifetime, so a
+    long-lived process keeps one ring and pays one X25519 exchange per peer instead of
+    one per envelope. Pass the ring wherever :func:`seal_share` or :func:`open_share`
+    take a private key: envelopes are byte-identical (it also caches each peer's
+    HKDF-Extract step, which depends only on the secret and the federation).
+
+    The cache is keyed by the peer's raw public key, holds at most ``capacity`` peers
+    (least recently used evicted first) and is safe to use from several threads. A
+    low-order peer key raises ``ValueError`` from :meth:`exchange` every time, as the
+    bare key does, and is never cached. Neither the private key nor any secret shows
+    in the repr, and a ring cannot be pickled or copied. A cached peer takes about
+    1.3 KB (a full ring of 4,096 peers about 5 MiB).
+    """
+
+    __slots__ = ("_capacity", "_lock", "_peers", "_private", "_public")
+
+    def __init__(self, private_key: X25519PrivateKey, *, capacity: int = RING_CAPACITY) -> None:
+        if not isinstance(private_key, X25519PrivateKey):
+            raise ParameterError(
+                "private_key", f"must be an X25519PrivateKey, not {type(private_key).__name__}"
+            )
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ParameterError("capacity", f"must be a positive integer, not {capacity!r}")
+        self._private = private_key
+        self._public = private_key.public_key()
+        self._capacity = capacity
+        self._peers: OrderedDict[bytes, _Peer] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def capacity(self) -> int:
+        """The most peers whose secrets are kept."""
+        return self._capacity
+
+    def __len__(self) -> int:
+        """Peers whose shared secret is cached now."""
+        return len(self._peers)
+
+    def public_key(self) -> X25519PublicKey:
+        """The ring's own public key."""
+        return self._public
+
+    def exchange(self, peer_public_key: X25519PublicKey, /) -> bytes:
+        """The X25519 shared secret with ``peer_public_key``, computed once per peer.
+
+        Raises ``ValueError`` for a low-order peer key (and caches nothing), and
+        ``TypeError`` when ``peer_public_key`` is not an ``X25519PublicKey``.
+        """
+        return self._peer(peer_public_key).secret
+
+    def clear(self) -> None:
+        """Forget every cached secret."""
+        with self._lock:
+            self._peers.clear()
+
+    def _extracted(self, peer_public_key: X25519PublicKey, salt: bytes) -> HMAC:
+        """HKDF-Extract of the secret with ``peer_public_key`` under ``salt``, cached."""
+        raw = _raw_public(peer_public_key)
+        with self._lock:
+            peer = self._peers.get(raw)
+            if peer is not None:
+                self._peers.move_to_end(raw)
+                prk = peer.extracts.get(salt)
+                if prk is not None:
+                    return prk
+        if peer is None:
+            peer = self._insert(raw, peer_public_key)
+        prk = _extract(peer.secret, salt)
+        with self._lock:
+            if len(peer.extracts) >= _SALTS_PER_PEER:
+                peer.extracts.clear()
+            peer.extracts[salt] = prk
+        return prk
+
+    def _peer(self, peer_public_key: X25519PublicKey) -> _Peer:
+        raw = _raw_public(peer_public_key)
+        with self._lock:
+            peer = self._peers.get(raw)
+            if peer is not None:
+                self._peers.move_to_end(raw)
+                return peer
+        return self._insert(raw, peer_public_key)
+
+    def _insert(self, raw: bytes, peer_public_key: X25519PublicKey) -> _Peer:
+        # Outside the lock (two threads may both compute one secret: harmless). A
+        # low-order key raises here, before anything is stored.
+        secret = self._private.exchange(peer_public_key)
+        with self._lock:
+            peer = self._peers.setdefault(raw, _Peer(secret))
+            self._peers.move_to_end(raw)
+            while len(self._peers) > self._capacity:
+                self._peers.popitem(last=False)
+        return peer
+
+    def __repr__(self) -> str:
+        return f"KeyRing(public={public_key_bytes(self._public).hex()}, private=<hidden>)"
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("a KeyRing holds a private key: it cannot be pickled or copied")
+
+
+def _check_text(name: str, value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ParameterError(name, f"must be a non-empty string, not {value!r}")
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParameterError(name, "must be encodable as UTF-8") from None
+    if len(encoded) > _MAX_U32:
+        raise ParameterError(name, f"must be at most {_MAX_U32} bytes of UTF-8")
+    if name == "stage" and "|" in value:
+        raise ParameterError("stage", f"must not contain '|', not {value!r}")
+
+
+# Memoized for exact str values only (see ShareContext.__post_init__): lru_cache keeps
+# return values only, so a bad value is refused, with the same error, every time.
+_check_text_memo: Final = functools.lru_cache(maxsize=256)(_check_text)
+
+
 @dataclass(frozen=True)
 class ShareContext:
     """Who sends which share to whom, when: bound into the key and the associated data.
@@ -166,18 +358,21 @@ class ShareContext:
     recipient: int
 
     def __post_init__(self) -> None:
+        # Called once per envelope: plain str and int values take a memoized / inline
+        # fast path; anything else goes through the checks uncached.
         for name in ("federation_id", "stage"):
             value = getattr(self, name)
-            if not isinstance(value, str) or not value:
-                raise ParameterError(name, f"must be a non-empty string, not {value!r}")
-            try:
-                encoded = value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ParameterError(name, "must be encodable as UTF-8") from None
-            if len(encoded) > _MAX_U32:
-                raise ParameterError(name, f"must be at most {_MAX_U32} bytes of UTF-8")
-        if "|" in self.stage:
-            raise ParameterError("stage", f"must not contain '|', not {self.stage!r}")
+            (_check_text_memo if type(value) is str else _check_text)(name, value)
+        r, s, t = self.round, self.sender, self.recipient
+        if (
+            type(r) is int
+            and type(s) is int
+            and type(t) is int
+            and 0 <= r <= _MAX_U64
+            and 0 <= s <= _MAX_U64
+            and 0 <= t <= _MAX_U64
+        ):
+            return
         for name in ("round", "sender", "recipient"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_U64:
@@ -202,19 +397,43 @@ class ShareContext:
         return f"share|v1|{self.round}|{self.stage}|{self.sender}|{self.recipient}".encode()
 
 
+def _extract(shared_secret: bytes, salt: bytes) -> HMAC:
+    """HKDF-Extract (RFC 5869 2.2): ``PRK = HMAC-SHA256(salt, z)``, as an HMAC keyed by PRK."""
+    mac = HMAC(salt, _SHA256)
+    mac.update(shared_secret)
+    return HMAC(mac.finalize(), _SHA256)
+
+
+def _expand(prk: HMAC, info: bytes) -> bytes:
+    """HKDF-Expand (RFC 5869 2.3) to ``KEY_SIZE`` = HashLen bytes: ``HMAC(PRK, info || 0x01)``."""
+    mac = prk.copy()
+    mac.update(info)
+    mac.update(b"\x01")
+    return mac.finalize()
+
+
 def _share_key(shared_secret: bytes, context: ShareContext) -> bytes:
     """HKDF-SHA256 of the X25519 shared secret into the 32-byte AES-256-GCM key."""
-    hkdf = HKDF(
-        algorithm=SHA256(),
-        length=KEY_SIZE,
-        salt=context.federation_id.encode("utf-8"),
-        info=context.hkdf_info(),
+    return _expand(
+        _extract(shared_secret, context.federation_id.encode("utf-8")), context.hkdf_info()
     )
-    return hkdf.derive(shared_secret)
+
+
+def _derive_key(
+    own: SharedSecretSource, peer_public: X25519PublicKey, context: ShareContext
+) -> bytes:
+    """The envelope key of ``context`` between ``own`` and ``peer_public``.
+
+    Raises ``ValueError`` for a low-order ``peer_public`` (from the exchange).
+    """
+    if isinstance(own, KeyRing):
+        prk = own._extracted(peer_public, context.federation_id.encode("utf-8"))
+        return _expand(prk, context.hkdf_info())
+    return _share_key(own.exchange(peer_public), context)
 
 
 def seal_share(
-    sender_private: X25519PrivateKey,
+    sender_private: SharedSecretSource,
     recipient_public: X25519PublicKey,
     plaintext: bytes,
     *,
@@ -223,9 +442,11 @@ def seal_share(
 ) -> bytes:
     """Seal ``plaintext`` (a packed share) from ``context.sender`` to ``context.recipient``.
 
-    Draws a fresh 96-bit nonce from ``rng`` (default :class:`SystemRandom`) and
-    returns the envelope ``version || nonce || ciphertext || tag``. Raises
-    :class:`ParameterError` when ``recipient_public`` is a low-order point.
+    ``sender_private`` is the sender's ``X25519PrivateKey`` or its :class:`KeyRing`
+    (same envelope, one X25519 per peer instead of one per call). Draws a fresh
+    96-bit nonce from ``rng`` (default :class:`SystemRandom`) and returns the envelope
+    ``version || nonce || ciphertext || tag``. Raises :class:`ParameterError` when
+    ``recipient_public`` is a low-order point.
     """
     source = rng if rng is not None else SystemRandom()
     nonce = source.random_bytes(NONCE_SIZE)
@@ -235,7 +456,7 @@ def seal_share(
 
 
 def _seal_with_nonce(
-    sender_private: X25519PrivateKey,
+    sender_private: SharedSecretSource,
     recipient_public: X25519PublicKey,
     plaintext: bytes,
     *,
@@ -246,18 +467,17 @@ def _seal_with_nonce(
     if len(nonce) != NONCE_SIZE:
         raise ParameterError("nonce", f"must be {NONCE_SIZE} bytes, not {len(nonce)}")
     try:
-        shared_secret = sender_private.exchange(recipient_public)
+        key = _derive_key(sender_private, recipient_public, context)
     except ValueError:
         raise ParameterError(
             "recipient_public", "must not be a low-order point (its shared secret is zero)"
         ) from None
-    key = _share_key(shared_secret, context)
     sealed = AESGCM(key).encrypt(nonce, plaintext, context.associated_data())
-    return bytes([ENVELOPE_VERSION]) + nonce + sealed
+    return _VERSION_BYTE + bytes(nonce) + sealed
 
 
 def open_share(
-    recipient_private: X25519PrivateKey,
+    recipient_private: SharedSecretSource,
     sender_public: X25519PublicKey,
     envelope: bytes,
     *,
@@ -265,11 +485,13 @@ def open_share(
 ) -> bytes:
     """Open an envelope from :func:`seal_share` and return the plaintext.
 
-    ``context`` is what the recipient expects (its own index as recipient, the
-    claimed sender's index, this federation, round and stage). Any failure —
-    short envelope, unknown version, a changed bit anywhere, a different context,
-    wrong keys, a low-order sender key — raises :class:`ShareAuthenticationError`
-    and nothing else, with neither ``__cause__`` nor ``__context__`` set.
+    ``recipient_private`` is the recipient's ``X25519PrivateKey`` or its
+    :class:`KeyRing`. ``context`` is what the recipient expects (its own index as
+    recipient, the claimed sender's index, this federation, round and stage). Any
+    failure — short envelope, unknown version, a changed bit anywhere, a different
+    context, wrong keys, a low-order sender key — raises
+    :class:`ShareAuthenticationError` and nothing else, with neither ``__cause__`` nor
+    ``__context__`` set.
     """
     plaintext = _open_or_none(recipient_private, sender_public, envelope, context)
     if plaintext is None:
@@ -278,7 +500,7 @@ def open_share(
 
 
 def _open_or_none(
-    recipient_private: X25519PrivateKey,
+    recipient_private: SharedSecretSource,
     sender_public: X25519PublicKey,
     envelope: bytes,
     context: ShareContext,
@@ -289,8 +511,7 @@ def _open_or_none(
         return None
     nonce, sealed = bytes(envelope[1 : 1 + NONCE_SIZE]), bytes(envelope[1 + NONCE_SIZE :])
     try:
-        shared_secret = recipient_private.exchange(sender_public)
-        key = _share_key(shared_secret, context)
+        key = _derive_key(recipient_private, sender_public, context)
         return AESGCM(key).decrypt(nonce, sealed, context.associated_data())
     except (InvalidTag, ValueError, OverflowError):
         return None

@@ -51,6 +51,8 @@ layouts of their own, see :func:`pack_envelopes` and :func:`pack_inbox`.
 
 from __future__ import annotations
 
+import functools
+import math
 import struct
 from typing import Any, Final
 
@@ -106,6 +108,10 @@ _RESERVED: Final = b"\x00\x00\x00"
 # magic, version, width, reserved, prime; then one uint64 per dimension.
 _PREFIX: Final = struct.Struct("<3sBB3sQ")
 _DIM: Final = struct.Struct("<Q")
+_WIRE_DTYPES: Final[dict[int, np.dtype[np.unsignedinteger[Any]]]] = {
+    4: np.dtype("<u4"),
+    8: np.dtype("<u8"),
+}
 
 
 def element_width(prime: int) -> int:
@@ -229,6 +235,10 @@ def _unpack(
     width = element_width(prime)
     _check_count("max_length" if ndim == 1 else "max_elements", max_elements)
     view = memoryview(data).cast("B")
+    if expected is not None:
+        fast = _unpack_expected(view, prime, width, magic, expected, max_elements)
+        if fast is not None:
+            return fast
     header_size = _PREFIX.size + ndim * _DIM.size
     if len(view) < header_size:
         raise WireFormatError(
@@ -286,6 +296,40 @@ def _unpack(
             reason="value_out_of_range",
         )
     return raw.astype(np.int64).reshape(shape)
+
+
+@functools.lru_cache(maxsize=64)
+def _expected_header(magic: bytes, width: int, prime: int, shape: tuple[int, ...]) -> bytes:
+    """The only header a well-formed payload of this prime and shape can have."""
+    prefix = _PREFIX.pack(magic, FORMAT_VERSION, width, _RESERVED, prime)
+    return prefix + b"".join(_DIM.pack(dim) for dim in shape)
+
+
+def _unpack_expected(
+    view: memoryview,
+    prime: int,
+    width: int,
+    magic: bytes,
+    expected: tuple[int, ...],
+    max_elements: int,
+) -> NDArray[np.int64] | None:
+    """Fast path of :func:`_unpack` when the shape is known: one header comparison.
+
+    Returns the array when ``view`` is exactly the expected header, a body of the
+    expected size and every element below ``prime``; otherwise None, and the full
+    checks of :func:`_unpack` run and raise the precise error.
+    """
+    count = math.prod(expected)
+    if count > max_elements or count == 0:
+        return None
+    header = _expected_header(magic, width, prime, expected)
+    if len(view) != len(header) + count * width or view[: len(header)] != header:
+        return None
+    raw = np.frombuffer(view, dtype=_WIRE_DTYPES[width], offset=len(header))
+    if int(raw.max()) >= prime:
+        return None
+    out = raw.astype(np.int64)
+    return out if len(expected) == 1 else out.reshape(expected)
 
 
 # -- sealed-envelope batches ---------------------------------------------------------------

@@ -30,7 +30,7 @@ from crypto.refusal import (
     distance_request_digest,
 )
 from crypto.rng import RandomSource, SystemRandom
-from crypto.transport import load_private_key
+from crypto.transport import KeyRing, load_private_key
 from participant.client import CoordinatorClient, RequestRefusedError
 from participant.protocol import (
     aggregation_payload,
@@ -126,6 +126,9 @@ class Engine:
         self.index: int = int(ident["index"])
         client.token = ident["api_token"]
         self.private_key = load_private_key(state.private_key())
+        # One ring for the process: one X25519 exchange per peer for the federation's
+        # lifetime, not one per envelope (crypto.transport.KeyRing).
+        self.key_ring = KeyRing(self.private_key)
         self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
         self.params: CryptoParams = crypto_params(self.config)
         self._restore_trainer()
@@ -281,7 +284,7 @@ class Engine:
                 params=self.params,
                 federation_id=self.federation_id,
                 index=self.index,
-                private_key=self.private_key,
+                private_key=self.key_ring,
                 reduced=self.state.read_array(self._path(number, "reduced.npy")),
                 update=self.state.read_array(self._path(number, "update.npy")),
                 rng=self.rng,
@@ -315,7 +318,7 @@ class Engine:
             share_length=length,
             federation_id=self.federation_id,
             index=self.index,
-            private_key=self.private_key,
+            private_key=self.key_ring,
             peers=peer_keys(task),
         )
         if opened.failed:

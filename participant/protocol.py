@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from numpy.typing import NDArray
 
 from crypto.aggregation import member_sums, prepare_update
@@ -33,7 +33,13 @@ from crypto.refusal import (
 )
 from crypto.rng import RandomSource
 from crypto.secpc import ReferenceSets, coded_distances
-from crypto.transport import ShareContext, load_public_key, open_share, seal_share
+from crypto.transport import (
+    ShareContext,
+    SharedSecretSource,
+    load_public_key,
+    open_share,
+    seal_share,
+)
 from crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
 
 __all__ = [
@@ -137,7 +143,11 @@ def committee_of(task: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def peer_keys(task: Mapping[str, Any]) -> dict[int, X25519PublicKey]:
-    """Participant index -> X25519 public key, from the task's peer list."""
+    """Participant index -> X25519 public key, from the task's peer list.
+
+    :func:`~crypto.transport.load_public_key` remembers keys it validated, so only a
+    peer seen for the first time costs an X25519 operation.
+    """
     return {
         int(p["index"]): load_public_key(base64.b64decode(p["public_key"])) for p in task["peers"]
     }
@@ -161,7 +171,7 @@ def share_body(
     params: CryptoParams,
     federation_id: str,
     index: int,
-    private_key: X25519PrivateKey,
+    private_key: SharedSecretSource,
     reduced: NDArray[np.float64] | None,
     update: NDArray[np.float64] | None,
     rng: RandomSource,
@@ -173,6 +183,10 @@ def share_body(
     ``update`` is ``g_i`` (clipped to ``C`` and per entry, stochastic rounding), plus
     this participant's discrete Gaussian share when ``noise`` (distributed DP,
     :func:`distributed_noise`) is given.
+
+    ``private_key`` is this participant's ``X25519PrivateKey`` or, in a long-lived
+    process, its :class:`~crypto.transport.KeyRing` (same envelopes, one X25519 per
+    peer instead of one per envelope).
 
     In a committee round the announcement is checked first (:func:`round_committee`;
     a mismatch raises before anything is shared) and the recipients are the committee:
@@ -187,6 +201,7 @@ def share_body(
         if committee is None
         else {m: k for k, m in enumerate(committee)}
     )
+    round_number = int(task["round"])
     envelopes = []
     for spec in sharing["envelopes"]:
         kind = spec["kind"]
@@ -208,17 +223,14 @@ def share_body(
                 f"{spec['vector_length']}"
             )
         shares = code.share(vector, rng)
-        for recipient in sharing["recipients"]:
-            context = ShareContext(
-                federation_id, int(task["round"]), spec["context_stage"], index, int(recipient)
-            )
-            packed = pack_field_vector(shares[point[int(recipient)]], prime=int(spec["prime"]))
-            sealed = seal_share(
-                private_key, peers[int(recipient)], packed, context=context, rng=rng
-            )
+        stage, prime = spec["context_stage"], int(spec["prime"])
+        for recipient in map(int, sharing["recipients"]):
+            context = ShareContext(federation_id, round_number, stage, index, recipient)
+            packed = pack_field_vector(shares[point[recipient]], prime=prime)
+            sealed = seal_share(private_key, peers[recipient], packed, context=context, rng=rng)
             envelopes.append(
                 {
-                    "recipient": int(recipient),
+                    "recipient": recipient,
                     "kind": kind,
                     "ciphertext": base64.b64encode(sealed).decode("ascii"),
                 }
@@ -243,10 +255,13 @@ def open_inbox(
     share_length: int,
     federation_id: str,
     index: int,
-    private_key: X25519PrivateKey,
+    private_key: SharedSecretSource,
     peers: Mapping[int, X25519PublicKey],
 ) -> OpenedShares:
-    """Open every envelope of ``kind`` addressed to this participant."""
+    """Open every envelope of ``kind`` addressed to this participant.
+
+    ``private_key`` is its ``X25519PrivateKey`` or its :class:`~crypto.transport.KeyRing`.
+    """
     shares: dict[int, FieldArray] = {}
     failed: list[int] = []
     for env in inbox["envelopes"]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +24,13 @@ from crypto.errors import ParameterError, ShareAuthenticationError
 from crypto.rng import DeterministicRandom
 from crypto.transport import (
     ENVELOPE_OVERHEAD,
+    PUBLIC_KEY_CACHE_SIZE,
+    RING_CAPACITY,
     KeyPair,
+    KeyRing,
     ShareContext,
     _seal_with_nonce,
+    _validated_public_key,
     generate_keypair,
     load_private_key,
     load_public_key,
@@ -33,6 +40,7 @@ from crypto.transport import (
     seal_share,
 )
 from crypto.wire import pack_field_vector, unpack_field_vector
+from tests.crypto.counting_key import CountingKey
 
 # --- known-answer vector: inputs and generator --------------------------------------------
 # Keys from RFC 7748 section 6.1 (Alice sends, Bob receives); the shared secret is the RFC's,
@@ -415,6 +423,288 @@ def test_private_key_never_shows_in_repr_or_errors() -> None:
     assert secret_hex not in str(excinfo.value)
 
 
+# --- key ring: cached shared secrets ------------------------------------------------------
+
+
+def _counting_ring(owner: int = 1, capacity: int = RING_CAPACITY) -> tuple[KeyRing, CountingKey]:
+    key = CountingKey(KEYS[owner].private)
+    return KeyRing(key, capacity=capacity), key
+
+
+def test_ring_reproduces_the_known_answer_cold_and_warm() -> None:
+    ring, bob = KeyRing(ALICE), KeyRing(BOB)
+    nonce = KAT_ENVELOPE[1:13]
+    for _ in range(2):  # first call fills the cache, second one reads it
+        envelope = _seal_with_nonce(
+            ring, BOB.public_key(), KAT_PLAINTEXT, context=KAT_CONTEXT, nonce=nonce
+        )
+        assert envelope == KAT_ENVELOPE
+        assert open_share(bob, ALICE.public_key(), KAT_ENVELOPE, context=KAT_CONTEXT) == (
+            KAT_PLAINTEXT
+        )
+    assert ring.exchange(BOB.public_key()) == RFC_SHARED_SECRET
+    assert bob.exchange(ALICE.public_key()) == RFC_SHARED_SECRET
+
+
+def _independent_envelope(
+    sender: KeyPair, recipient: KeyPair, plaintext: bytes, context: ShareContext, nonce: bytes
+) -> bytes:
+    """The documented key schedule composed from pyca's HKDF, sharing no code with transport."""
+    secret = sender.private.exchange(recipient.public)
+    info = f"share|v1|{context.round}|{context.stage}|{context.sender}|{context.recipient}".encode()
+    key = HKDF(
+        algorithm=SHA256(), length=32, salt=context.federation_id.encode(), info=info
+    ).derive(secret)
+    ad = kat_associated_data(
+        context.federation_id, context.round, context.stage, context.sender, context.recipient
+    )
+    return b"\x01" + nonce + AESGCM(key).encrypt(nonce, plaintext, ad)
+
+
+RING_0 = KeyRing(KEYS[0].private)
+RING_1 = KeyRing(KEYS[1].private)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=300), contexts, st.binary(min_size=12, max_size=12))
+def test_ring_and_private_key_seal_identical_envelopes(
+    plaintext: bytes, context: ShareContext, nonce: bytes
+) -> None:
+    # RING_0 is shared across examples: warm for the peer, new federation ids (salts) too.
+    expected = _independent_envelope(KEYS[0], KEYS[1], plaintext, context, nonce)
+    plain = _seal_with_nonce(
+        KEYS[0].private, KEYS[1].public, plaintext, context=context, nonce=nonce
+    )
+    ringed = _seal_with_nonce(RING_0, KEYS[1].public, plaintext, context=context, nonce=nonce)
+    assert plain == ringed == expected
+    # Each side opens what the other sealed, both ways round.
+    assert open_share(RING_1, KEYS[0].public, plain, context=context) == plaintext
+    assert open_share(KEYS[1].private, KEYS[0].public, ringed, context=context) == plaintext
+
+
+def test_ring_envelopes_fail_like_the_private_keys() -> None:
+    envelope = _seal_with_nonce(
+        RING_0, KEYS[1].public, b"a share", context=_context(), nonce=bytes(12)
+    )
+    assert open_share(RING_1, KEYS[0].public, envelope, context=_context()) == b"a share"
+    for index in range(len(envelope)):
+        tampered = bytearray(envelope)
+        tampered[index] ^= 0x01
+        _assert_opaque_failure(bytes(tampered), recipient_private=RING_1)
+    _assert_opaque_failure(
+        envelope, recipient_private=RING_1, context=_context(changes={"round": 4})
+    )
+    _assert_opaque_failure(envelope, recipient_private=KeyRing(KEYS[2].private))
+    _assert_opaque_failure(envelope, recipient_private=RING_1, sender_public=KEYS[2].public)
+
+
+def test_ring_exchanges_once_per_peer() -> None:
+    ring, key = _counting_ring(owner=1)
+    for round_number in range(3):
+        for sender in (0, 2, 3):
+            context = ShareContext("fed-1", round_number, "sharing", sender, 1)
+            sealed = seal_share(KEYS[sender].private, KEYS[1].public, b"x", context=context)
+            assert open_share(ring, KEYS[sender].public, sealed, context=context) == b"x"
+            assert seal_share(ring, KEYS[sender].public, b"y", context=context)
+    assert key.exchanges == 3
+    assert len(ring) == 3
+    assert ring.exchange(KEYS[0].public) == KEYS[1].private.exchange(KEYS[0].public)
+    assert key.exchanges == 3
+    ring.clear()
+    assert len(ring) == 0
+    ring.exchange(KEYS[0].public)
+    assert key.exchanges == 4
+
+
+def test_ring_is_bounded_and_evicts_the_least_recently_used() -> None:
+    ring, key = _counting_ring(owner=0, capacity=2)
+    a, b, c = KEYS[1].public, KEYS[2].public, KEYS[3].public
+    ring.exchange(a)
+    ring.exchange(b)
+    ring.exchange(a)  # a is now the most recently used
+    assert key.exchanges == 2
+    ring.exchange(c)  # evicts b, not a
+    assert len(ring) == 2 == ring.capacity
+    assert key.exchanges == 3
+    ring.exchange(a)
+    assert key.exchanges == 3
+    ring.exchange(b)  # b was evicted: computed again
+    assert key.exchanges == 4
+    assert len(ring) == 2
+    # Sealing through a ring that keeps evicting still gives the plain key's envelopes.
+    for j in (1, 2, 3, 1, 3, 2):
+        context = _context(0, j)
+        nonce = bytes([j]) * 12
+        assert _seal_with_nonce(
+            ring, KEYS[j].public, b"s", context=context, nonce=nonce
+        ) == _seal_with_nonce(KEYS[0].private, KEYS[j].public, b"s", context=context, nonce=nonce)
+    assert len(ring) == 2
+
+
+def test_ring_lru_order_is_kept_by_sealing_and_opening() -> None:
+    ring, key = _counting_ring(owner=0, capacity=2)
+    a, b, c = KEYS[1].public, KEYS[2].public, KEYS[3].public
+    seal_share(ring, a, b"s", context=_context(0, 1))
+    seal_share(ring, b, b"s", context=_context(0, 2))
+    seal_share(ring, a, b"s", context=_context(0, 1))  # a is now the most recently used
+    sealed = seal_share(KEYS[3].private, KEYS[0].public, b"s", context=_context(3, 0))
+    assert open_share(ring, c, sealed, context=_context(3, 0)) == b"s"  # evicts b
+    assert key.exchanges == 3
+    seal_share(ring, a, b"s", context=_context(0, 1))
+    assert key.exchanges == 3
+    seal_share(ring, b, b"s", context=_context(0, 2))
+    assert key.exchanges == 4
+
+
+def test_ring_caches_the_extract_step_per_federation() -> None:
+    ring = KeyRing(KEYS[0].private)
+    first = ring._extracted(KEYS[1].public, b"fed-1")
+    assert ring._extracted(KEYS[1].public, b"fed-1") is first
+    other = ring._extracted(KEYS[1].public, b"fed-2")
+    assert other is not first
+    assert ring._extracted(KEYS[1].public, b"fed-2") is other
+    assert ring._extracted(KEYS[1].public, b"fed-1") is first
+
+
+def test_ring_many_federations_per_peer() -> None:
+    # More salts than a peer entry keeps: it forgets older ones, never mixes them up.
+    ring = KeyRing(KEYS[0].private)
+    for _ in range(2):
+        for fed in range(9):
+            context = ShareContext(f"fed-{fed}", 1, "sharing", 0, 1)
+            nonce = bytes([fed]) * 12
+            assert _seal_with_nonce(
+                ring, KEYS[1].public, b"s", context=context, nonce=nonce
+            ) == _independent_envelope(KEYS[0], KEYS[1], b"s", context, nonce)
+
+
+@pytest.mark.parametrize("point", LOW_ORDER_POINTS, ids=lambda p: p.hex()[:8])
+def test_ring_refuses_a_low_order_key_every_time(point: bytes) -> None:
+    ring, key = _counting_ring(owner=1)
+    low = X25519PublicKey.from_public_bytes(point)
+    envelope = _sealed()
+    for attempt in range(1, 4):
+        with pytest.raises(ValueError):  # as X25519PrivateKey.exchange
+            ring.exchange(low)
+        with pytest.raises(ParameterError, match="recipient_public"):
+            seal_share(ring, low, b"x", context=_context())
+        _assert_opaque_failure(envelope, recipient_private=ring, sender_public=low)
+        assert key.exchanges == 3 * attempt  # tried every time: nothing was cached
+        assert len(ring) == 0
+    # The refusals left the ring working for honest peers.
+    assert open_share(ring, KEYS[0].public, envelope, context=_context()) == b"a share"
+
+
+def test_ring_wants_an_x25519_public_key() -> None:
+    with pytest.raises(TypeError):  # what the bare private key does
+        KEYS[0].private.exchange(b"\x09" * 32)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="X25519PublicKey"):
+        RING_0.exchange(b"\x09" * 32)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="X25519PublicKey"):
+        seal_share(RING_0, KEYS[1].private, b"x", context=_context())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "parameter"),
+    [
+        ((KEYS[0].public,), {}, "private_key"),
+        ((private_key_bytes(KEYS[0].private),), {}, "private_key"),
+        ((KEYS[0].private,), {"capacity": 0}, "capacity"),
+        ((KEYS[0].private,), {"capacity": -1}, "capacity"),
+        ((KEYS[0].private,), {"capacity": True}, "capacity"),
+        ((KEYS[0].private,), {"capacity": 2.0}, "capacity"),
+    ],
+)
+def test_ring_parameters(
+    args: tuple[object, ...], kwargs: dict[str, object], parameter: str
+) -> None:
+    with pytest.raises(ParameterError) as excinfo:
+        KeyRing(*args, **kwargs)  # type: ignore[arg-type]
+    assert excinfo.value.parameter == parameter
+
+
+def test_ring_never_shows_its_secrets() -> None:
+    ring = KeyRing(KEYS[0].private)
+    shared = ring.exchange(KEYS[1].public)
+    secrets = [private_key_bytes(KEYS[0].private).hex(), shared.hex()]
+    shown = [
+        repr(ring),
+        str(ring),
+        f"{ring!r}",
+        repr(vars(ring)) if hasattr(ring, "__dict__") else "",
+    ]
+    shown += [repr(peer) for peer in ring._peers.values()]
+    for text in shown:
+        for secret in secrets:
+            assert secret not in text
+    assert public_key_bytes(KEYS[0].public).hex() in repr(ring)
+    assert public_key_bytes(ring.public_key()) == public_key_bytes(KEYS[0].public)
+    for leak in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError):
+            leak(ring)
+
+
+def test_ring_from_many_threads() -> None:
+    # A small ring under contention: every envelope still equals the plain key's.
+    ring = KeyRing(KEYS[0].private, capacity=2)
+    errors: list[str] = []
+
+    def work(worker: int) -> None:
+        for step in range(60):
+            j = 1 + (worker + step) % 3
+            context = ShareContext("fed-1", step, "sharing", 0, j)
+            nonce = bytes([worker, step]) * 6
+            got = _seal_with_nonce(ring, KEYS[j].public, b"t", context=context, nonce=nonce)
+            want = _seal_with_nonce(
+                KEYS[0].private, KEYS[j].public, b"t", context=context, nonce=nonce
+            )
+            if got != want:
+                errors.append(f"worker {worker} step {step}")
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(ring) <= 2
+
+
+# --- memoized public keys -------------------------------------------------------------------
+
+
+def test_load_public_key_is_memoized() -> None:
+    raw = public_key_bytes(KEYS[3].public)
+    first = load_public_key(raw)
+    assert load_public_key(bytearray(raw)) is first  # type: ignore[arg-type]
+    assert load_public_key(memoryview(raw)) is first  # type: ignore[arg-type]
+    assert public_key_bytes(first) == raw
+    info = _validated_public_key.cache_info()
+    assert info.maxsize == PUBLIC_KEY_CACHE_SIZE
+    assert info.currsize >= 1
+
+
+@pytest.mark.parametrize("point", LOW_ORDER_POINTS, ids=lambda p: p.hex()[:8])
+def test_memoized_load_refuses_a_low_order_key_every_time(point: bytes) -> None:
+    load_public_key(public_key_bytes(KEYS[0].public))
+    for _ in range(3):
+        before = _validated_public_key.cache_info().currsize
+        with pytest.raises(ParameterError, match="low-order") as excinfo:
+            load_public_key(point)
+        assert excinfo.value.parameter == "public_key"
+        assert excinfo.value.__cause__ is None
+        assert _validated_public_key.cache_info().currsize == before
+
+
+def test_memoized_load_refuses_bad_lengths_every_time() -> None:
+    for _ in range(3):
+        for data in (b"", bytes(31), bytes(33)):
+            with pytest.raises(ParameterError, match=f"not {len(data)} bytes"):
+                load_public_key(data)
+        with pytest.raises(ParameterError, match="not str"):
+            load_public_key("00" * 32)  # type: ignore[arg-type]
+
+
 # --- context validation -------------------------------------------------------------------
 
 
@@ -436,9 +726,30 @@ def test_private_key_never_shows_in_repr_or_errors() -> None:
     ],
 )
 def test_context_validation(changes: dict[str, object], parameter: str) -> None:
+    for _ in range(3):  # the text checks are memoized: a refusal must never be
+        with pytest.raises(ParameterError) as excinfo:
+            _context(changes=changes)
+        assert excinfo.value.parameter == parameter
+
+
+class _Text(str):
+    __slots__ = ()
+
+
+class _Index(int):
+    pass
+
+
+def test_context_accepts_str_and_int_subclasses_as_before() -> None:
+    context = ShareContext(_Text("fed-1"), _Index(3), _Text("sharing"), _Index(0), 1)
+    assert context.associated_data() == _context().associated_data()
+    assert context.hkdf_info() == _context().hkdf_info()
     with pytest.raises(ParameterError) as excinfo:
-        _context(changes=changes)
-    assert excinfo.value.parameter == parameter
+        ShareContext("fed-1", 3, _Text("a|b"), 0, 1)
+    assert excinfo.value.parameter == "stage"
+    with pytest.raises(ParameterError) as excinfo:
+        ShareContext("fed-1", 3, "sharing", _Index(-1), 1)
+    assert excinfo.value.parameter == "sender"
 
 
 def test_context_is_frozen() -> None:

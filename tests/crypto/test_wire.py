@@ -208,30 +208,30 @@ def _with(offset: int, replacement: bytes) -> bytes:
     return VALID[:offset] + replacement + VALID[offset + len(replacement) :]
 
 
-@pytest.mark.parametrize(
-    ("data", "kwargs", "reason", "message"),
-    [
-        (b"", {}, "too_short", "0 bytes"),
-        (VALID[:23], {}, "too_short", "24-byte header"),
-        (_with(0, b"XFV"), {}, "bad_magic", "magic"),
-        (_with(3, b"\x02"), {}, "unsupported_version", "version must be 1, not 2"),
-        (_with(3, b"\x00"), {}, "unsupported_version", "version"),
-        (_with(4, b"\x08"), {}, "width_mismatch", "width must be 4"),
-        (_with(4, b"\x05"), {}, "width_mismatch", "width"),
-        (_with(5, b"\x01"), {}, "reserved_nonzero", "reserved"),
-        (_with(7, b"\x80"), {}, "reserved_nonzero", "reserved"),
-        (_with(8, (2**31 - 19).to_bytes(8, "little")), {}, "prime_mismatch", "prime"),
-        (VALID, {"expected_length": 4}, "shape_mismatch", "must be 4, not 3"),
-        (VALID, {"expected_length": 0}, "shape_mismatch", "count"),
-        (VALID, {"max_length": 2}, "too_large", "exceeds the limit of 2"),
-        (VALID[:-1], {}, "length_mismatch", "not 11"),
-        (VALID[:24], {}, "length_mismatch", "not 0"),
-        (VALID + b"\x00", {}, "length_mismatch", "not 13"),
-        (VALID + VALID, {}, "length_mismatch", "body"),
-        (_with(24 + 4, struct.pack("<I", P31)), {}, "value_out_of_range", "element 1 is"),
-        (_with(24 + 8, struct.pack("<I", 2**32 - 1)), {}, "value_out_of_range", "element 2"),
-    ],
-)
+MALFORMED = [
+    (b"", {}, "too_short", "0 bytes"),
+    (VALID[:23], {}, "too_short", "24-byte header"),
+    (_with(0, b"XFV"), {}, "bad_magic", "magic"),
+    (_with(3, b"\x02"), {}, "unsupported_version", "version must be 1, not 2"),
+    (_with(3, b"\x00"), {}, "unsupported_version", "version"),
+    (_with(4, b"\x08"), {}, "width_mismatch", "width must be 4"),
+    (_with(4, b"\x05"), {}, "width_mismatch", "width"),
+    (_with(5, b"\x01"), {}, "reserved_nonzero", "reserved"),
+    (_with(7, b"\x80"), {}, "reserved_nonzero", "reserved"),
+    (_with(8, (2**31 - 19).to_bytes(8, "little")), {}, "prime_mismatch", "prime"),
+    (VALID, {"expected_length": 4}, "shape_mismatch", "must be 4, not 3"),
+    (VALID, {"expected_length": 0}, "shape_mismatch", "count"),
+    (VALID, {"max_length": 2}, "too_large", "exceeds the limit of 2"),
+    (VALID[:-1], {}, "length_mismatch", "not 11"),
+    (VALID[:24], {}, "length_mismatch", "not 0"),
+    (VALID + b"\x00", {}, "length_mismatch", "not 13"),
+    (VALID + VALID, {}, "length_mismatch", "body"),
+    (_with(24 + 4, struct.pack("<I", P31)), {}, "value_out_of_range", "element 1 is"),
+    (_with(24 + 8, struct.pack("<I", 2**32 - 1)), {}, "value_out_of_range", "element 2"),
+]
+
+
+@pytest.mark.parametrize(("data", "kwargs", "reason", "message"), MALFORMED)
 def test_unpack_vector_rejects(
     data: bytes, kwargs: dict[str, int], reason: str, message: str
 ) -> None:
@@ -239,6 +239,57 @@ def test_unpack_vector_rejects(
         unpack_field_vector(data, prime=P31, **kwargs)
     assert _reason(excinfo) == reason
     assert excinfo.value.code == "bad_payload"
+
+
+@pytest.mark.parametrize(("data", "kwargs", "reason", "message"), MALFORMED)
+def test_unpack_vector_rejects_the_same_when_the_length_is_expected(
+    data: bytes, kwargs: dict[str, int], reason: str, message: str
+) -> None:
+    # With expected_length a well-formed payload takes a fast path; a malformed one must
+    # still get the very error (reason and message) of the full checks.
+    kwargs = {"expected_length": 3, **kwargs}
+    for buffer in (data, bytearray(data), memoryview(data)):
+        with pytest.raises(WireFormatError, match=message) as excinfo:
+            unpack_field_vector(buffer, prime=P31, **kwargs)  # type: ignore[arg-type]
+        assert _reason(excinfo) == reason
+
+
+def test_fast_path_range_check_at_the_boundary() -> None:
+    for prime, width in ((P31, 4), (2**32 - 5, 4), (P61, 8), (2**62 - 57, 8)):
+        fmt = "<3I" if width == 4 else "<3Q"
+        good = _vector_header(width=width, prime=prime, dims=(3,)) + struct.pack(
+            fmt, 0, prime - 1, 1
+        )
+        assert unpack_field_vector(good, prime=prime, expected_length=3).tolist() == [
+            0,
+            prime - 1,
+            1,
+        ]
+        top = 2**32 - 1 if width == 4 else 2**64 - 1
+        for bad in (prime, prime + 1, top):
+            data = _vector_header(width=width, prime=prime, dims=(3,)) + struct.pack(fmt, 1, bad, 0)
+            with pytest.raises(WireFormatError, match="element 1 is") as excinfo:
+                unpack_field_vector(data, prime=prime, expected_length=3)
+            assert _reason(excinfo) == "value_out_of_range"
+
+
+@settings(max_examples=60, deadline=None)
+@given(prime_and_values())
+def test_fast_and_full_paths_agree(case: tuple[int, list[int]]) -> None:
+    prime, values = case
+    data = pack_field_vector(np.array(values, dtype=np.int64), prime=prime)
+    full = unpack_field_vector(data, prime=prime)  # no expected length: full checks
+    buffer = bytearray(data)
+    fast = unpack_field_vector(buffer, prime=prime, expected_length=len(values))
+    assert fast.dtype == full.dtype == np.int64
+    assert fast.shape == full.shape == (len(values),)
+    assert fast.flags.writeable
+    buffer[-1] ^= 0xFF  # the array is a copy, not a view of the payload
+    np.testing.assert_array_equal(fast, full)
+    matrix = pack_field_matrix(np.array(values, dtype=np.int64).reshape(1, -1), prime=prime)
+    m = unpack_field_matrix(matrix, prime=prime, expected_shape=(1, len(values)))
+    assert m.shape == (1, len(values))
+    np.testing.assert_array_equal(m[0], full)
 
 
 def test_valid_fixture_itself_unpacks() -> None:
@@ -334,15 +385,20 @@ def test_matrix_with_zero_rows_has_its_cols() -> None:
     assert unpack_field_matrix(data, prime=P61).shape == (0, 5)
 
 
-def test_matrix_body_checks() -> None:
+@pytest.mark.parametrize("expected_shape", [None, (2, 2)])
+def test_matrix_body_checks(expected_shape: tuple[int, int] | None) -> None:
     data = pack_field_matrix(np.ones((2, 2), dtype=np.int64), prime=P31)
     with pytest.raises(WireFormatError) as excinfo:
-        unpack_field_matrix(data[:-2], prime=P31)
+        unpack_field_matrix(data[:-2], prime=P31, expected_shape=expected_shape)
     assert _reason(excinfo) == "length_mismatch"
     bad = data[:32] + struct.pack("<4I", 1, 1, 1, 2**31)
     with pytest.raises(WireFormatError, match="element 3") as excinfo:
-        unpack_field_matrix(bad, prime=P31)
+        unpack_field_matrix(bad, prime=P31, expected_shape=expected_shape)
     assert _reason(excinfo) == "value_out_of_range"
+    assert unpack_field_matrix(data, prime=P31, expected_shape=expected_shape).tolist() == [
+        [1, 1],
+        [1, 1],
+    ]
 
 
 def test_format_version_constant() -> None:

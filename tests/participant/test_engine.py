@@ -14,10 +14,12 @@ from fastapi.testclient import TestClient
 from coordinator.app import create_app
 from coordinator.settings import Settings
 from crypto.rng import DeterministicRandom
+from crypto.transport import KeyRing, public_key_bytes
 from participant.client import CoordinatorClient
 from participant.engine import Engine, TrainOutput
 from participant.enrollment import enroll
 from participant.state import StateDir, StateError
+from tests.crypto.counting_key import CountingKey
 
 ADMIN = {"Authorization": "Bearer admin-token"}
 N = 8
@@ -117,10 +119,27 @@ def drive(http: TestClient, fid: str, engines: list[Engine], skip: set[int] = fr
 
 def test_engines_complete_rounds_and_find_the_groups(http: TestClient, tmp_path: Path) -> None:
     fid, engines = make_engines(http, tmp_path)
+    keys = []
+    for engine in engines:
+        assert isinstance(engine.key_ring, KeyRing)
+        assert public_key_bytes(engine.key_ring.public_key()) == public_key_bytes(
+            engine.private_key.public_key()
+        )
+        # The same key, counting its X25519 exchanges, wherever the engine holds it.
+        key = CountingKey(engine.private_key)
+        engine.private_key, engine.key_ring = key, KeyRing(key)
+        keys.append(key)
+    rings = [engine.key_ring for engine in engines]
     for _ in range(3):
         number = drive(http, fid, engines)
         status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
         assert status["stage"] == "published", status["failure_reason"]
+    for engine, ring, key in zip(engines, rings, keys, strict=True):
+        # Sealing and opening went through one ring, kept across rounds: one exchange
+        # per peer in three rounds, none per envelope.
+        assert engine.key_ring is ring
+        assert len(ring) >= N - 1
+        assert key.exchanges == len(ring)
     clusters = sorted(sorted(c["members"]) for c in status["next_clusters"])
     assert clusters == [[0, 1, 2, 3], [4, 5, 6, 7]]
     for engine in engines:
