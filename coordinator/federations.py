@@ -10,6 +10,7 @@ enrollment order. A public key can be held by one participant of a federation on
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -149,7 +150,7 @@ def enroll(
     # (federation, index) lets exactly one win and the others try the next free slot; the
     # unique (federation, public key) index makes a raced duplicate key fail the same way,
     # and the next attempt's check below names it.
-    for _ in range(max(16, 2 * n)):
+    for attempt in range(max(16, 2 * n)):
         if session.scalars(
             select(Participant.id).where(
                 Participant.federation_id == federation.id, Participant.public_key == public_key
@@ -169,10 +170,14 @@ def enroll(
         if not free:
             raise ProblemError("federation_full", f"all {n} participant slots are taken")
         api_token = new_token(PARTICIPANT_PREFIX, rng)
+        # The lowest free slot first; after a lost race a random free one, so that a
+        # thousand concurrent enrollments do not all queue on the same index (on
+        # PostgreSQL each waits for the winner's commit before its insert fails).
+        index = free[0] if attempt == 0 else free[secrets.randbelow(len(free))]
         participant = Participant(
             id=str(uuid.uuid4()),
             federation_id=federation.id,
-            lcc_index=free[0],
+            lcc_index=index,
             display_name=display_name,
             public_key=public_key,
             token_hash=hash_token(api_token),
