@@ -66,7 +66,7 @@ from crypto.committee import plan_committee
 from crypto.lcc import LagrangeCode
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 from crypto.quantize import quantize
-from crypto.rng import DeterministicRandom
+from crypto.rng import DeterministicRandom, SystemRandom
 from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
 from crypto.transport import (
     KeyPair,
@@ -208,14 +208,15 @@ def aggregation(s: Setting, d: int, sample: int, seed: int = 0) -> Cost:
     code.share(spec.field.asarray(np.zeros(d, dtype=np.int64)), rng)  # encoding matrix, once
     sizes: list[int] = []
 
-    def participant() -> None:
-        update = gen.normal(0, 0.01, d)
-        q = prepare_update(update, spec, l2_clip=s.params.l2_clip, rng=rng)
-        shares = code.share(q, rng)
+    updates = [gen.normal(0, 0.01, d) for _ in range(sample)]  # training's output: untimed
+
+    def participant(k: int) -> None:  # production randomness for rounding and masks
+        q = prepare_update(updates[k], spec, l2_clip=s.params.l2_clip, rng=SystemRandom())
+        shares = code.share(q, SystemRandom())
         payloads = [pack_field_vector(row, prime=prime) for row in shares]
         sizes.append(len(_seal_all(sender, recipients, payloads, "aggregation")[0]))
 
-    share_s = sum(cpu(participant) for _ in range(sample)) / sample
+    share_s = sum(cpu(lambda k=k: participant(k)) for k in range(sample)) / sample
 
     member_keys, senders, inbox = _member_inbox(s, spec, length, "aggregation", rng)
     member = _warm_ring(member_keys, senders, "aggregation")
@@ -271,7 +272,7 @@ def distances(s: Setting, sample: int, real: bool, seed: int = 1) -> Cost:
 
     def participant(i: int) -> None:
         q = quantize(vectors[i], code.field, bits=spec.bits, clip=spec.clip)
-        shares = code.share(q, rng)
+        shares = code.share(q, SystemRandom())
         payloads = [pack_field_vector(row, prime=prime) for row in shares]
         sizes.append(len(_seal_all(sender, recipients, payloads, "distances")[0]))
 

@@ -80,9 +80,18 @@ def rounding_margin(length: int, spec: FieldSpec) -> float:
 
 
 def _squared_norm(q: NDArray[np.int64]) -> int:
-    """``||q||_2^2`` exactly, as a Python int (int64 squares could overflow)."""
-    flat = q.reshape(-1).astype(object)
-    return int(np.dot(flat, flat)) if flat.size else 0
+    """``||q||_2^2`` exactly, as a Python int: in int64 when ``max|q|**2 * len(q)`` stays
+    below ``2**63`` (quantized updates always do), else in Python integers."""
+    flat = q.reshape(-1)
+    if not flat.size:
+        return 0
+    if flat.dtype.kind in "iu":
+        peak = max(abs(int(flat.max())), abs(int(flat.min())))
+        if peak * peak * flat.size < 2**63:
+            wide = flat.astype(np.int64, copy=False)
+            return int(np.dot(wide, wide))
+    exact = flat.astype(object)
+    return int(np.dot(exact, exact))
 
 
 def enforce_l2_bound(q: NDArray[np.int64], bound: Fraction) -> NDArray[np.int64]:

@@ -245,3 +245,23 @@ def test_gdp_noise_is_discrete_gaussian_on_the_integer_sum() -> None:
     noise = noisy - clean
     assert abs(noise.std() - sigma) <= 5 * sigma / math.sqrt(2 * d)
     assert abs(noise.mean()) <= 5 * sigma / math.sqrt(d)
+
+
+@given(
+    st.integers(1, 2**21),
+    st.integers(1, 4000),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_squared_norm_is_exact_in_both_paths(peak: int, size: int, seed: int) -> None:
+    """The int64 fast path and the Python-integer path of ``_squared_norm`` agree with an
+    exact sum, including vectors whose squares would overflow int64 (forced fallback)."""
+    from crypto.aggregation import _squared_norm
+
+    gen = np.random.default_rng(seed)
+    q = gen.integers(-peak, peak + 1, size, dtype=np.int64)
+    exact = sum(int(v) * int(v) for v in q)
+    assert _squared_norm(q) == exact
+    huge = q.copy()
+    huge[0] = -(2**62)  # squares overflow int64: must take the exact path
+    assert _squared_norm(huge) == exact - int(q[0]) ** 2 + 2**124
