@@ -1,26 +1,36 @@
-"""Load benchmark: many simulated participants against a real coordinator process.
+"""Load benchmark: many simulated participants against real coordinator processes.
 
-Starts ``python -m coordinator.cli serve`` on loopback (plain HTTP; PostgreSQL by
-default, in a database created for the run and dropped after it, or SQLite), creates a
-federation of ``--participants`` members with prompts of ``--dim`` entries, enrolls
-them and runs ``--rounds`` rounds (the first a warmup round, the others with the SecPC
-distance stage). Every participant polls its task every ``--poll`` seconds (plus up to
-20 % jitter) and does what it says with the production protocol code
-(:mod:`bench.loadsim`); share uploads are sealed before each round starts.
+Starts ``--replicas`` ``python -m coordinator.cli serve`` processes on loopback (plain
+HTTP; all on one database: PostgreSQL by default, in a database created for the run and
+dropped after it, or one SQLite file), creates a federation of ``--participants``
+members (up to 2,000) with prompts of ``--dim`` entries, enrolls them (spread
+round-robin over the replicas) and runs ``--rounds`` rounds (the first a warmup round,
+the others with the SecPC distance stage). ``--committee`` sets the federation's
+committee (``auto``: its default, everybody up to 128 participants, a drawn committee
+above; ``all``; or a size) and ``--collusion`` its collusion fraction. Every participant
+polls its task every ``--poll`` seconds (plus up to 20 % jitter) and does what it says
+with the production protocol code (:mod:`bench.loadsim`). Share uploads are sealed
+after the round has started (the committee is drawn then, and each body checks the
+draw as the daemon does), all at once in the process pool, before the members start
+polling: the round's clock starts after that, so the figures measure the coordinator,
+not the simulated participants' cryptography.
 
 Reports, for the participant endpoints, the latency percentiles p50/p95/p99 and the
-maximum per endpoint and overall, the number of 5xx answers, and the rounds per minute
-(round wall time from start to the last participant seeing the round published), and
-checks the issue-13 targets: no request over 5 s, p95 under 1 s, no 5xx. Bounded: every
-round has ``--round-timeout`` seconds; nothing leaves loopback.
+maximum per endpoint and overall, the number of 5xx answers, the rounds per minute
+(round wall time from the end of the sealing to the last participant seeing the round
+published) and, per round and stage, the **absorption time**: from the sending of the
+stage's last accepted upload to the transition that ends the stage's processing (the
+next stage open; for distances the clustering decode done; for aggregation the round
+published). It checks the issue-13 targets: no request over 5 s, p95 under 1 s, no 5xx.
+Bounded: every round has ``--round-timeout`` seconds; nothing leaves loopback.
 
-Cost figures, which a busy machine distorts far less than latencies: the coordinator's
-CPU seconds during the rounds (all its processes), per request and per round, the load
+Cost figures, which a busy machine distorts far less than latencies: the coordinators'
+CPU seconds during the rounds (all their processes), per request and per round, the load
 generator's (this process and its pool workers), and on PostgreSQL the database
 transactions per request and the connections opened (``pg_stat_database``). The load
 generator is kept light (:mod:`bench.loadhttp`, one keep-alive connection per member,
-bodies encoded before the round, inbox opening and coded results in ``--client-workers``
-processes) so that it is not what limits the run.
+bodies encoded before the members poll, inbox opening and coded results in
+``--client-workers`` processes) so that it is not what limits the run.
 
 Usage::
 
@@ -29,6 +39,8 @@ Usage::
     python -m bench.load --json load.json      # also write the figures as JSON
     python -m bench.load --workers 2           # two coordinator processes (uvicorn --workers)
     python -m bench.load --json-bodies         # base64 JSON shares and inboxes (the old way)
+    python -m bench.load --participants 1000 --collusion 0.1 --poll 5 --rounds 2 \\
+        --round-timeout 900 --replicas 2       # committee of 81, two replicas
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +73,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import httpx
 
 from bench.loadhttp import Connection
-from bench.loadsim import LoadMember, Sample, sharing_task
+from bench.loadsim import LoadMember, Sample, prepare_body
 from bench.loadstats import cpu_seconds, database_activity, decode_seconds, generator_cpu, summarize
 
 __all__ = ["main", "summarize"]
@@ -124,10 +137,12 @@ def _database(args: argparse.Namespace, work: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _coordinator(url: str, work: Path, args: argparse.Namespace) -> Iterator[tuple[str, str, int]]:
-    """A coordinator process on loopback; yields its base URL, admin token and pid."""
+def _coordinator(
+    url: str, work: Path, args: argparse.Namespace, token: str, replica: int
+) -> Iterator[tuple[str, int]]:
+    """Coordinator replica ``replica`` on loopback (its own process group, on the run's
+    database, with the admin token ``token``); yields its base URL and pid."""
     port = _free_port()
-    token = secrets.token_urlsafe(24)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SECFPP_")},
         "SECFPP_DATABASE_URL": url,
@@ -140,7 +155,7 @@ def _coordinator(url: str, work: Path, args: argparse.Namespace) -> Iterator[tup
         "SECFPP_DRIVE_WAIT_S": str(args.drive_wait),
         "SECFPP_WORKER_THREADS": str(args.threads),
     }
-    log = work / "coordinator.log"
+    log = work / f"coordinator-{replica}.log"
     with log.open("ab") as out:
         if args.workers == 1:
             command = [*SERVE, "--port", str(port)]
@@ -167,8 +182,8 @@ def _coordinator(url: str, work: Path, args: argparse.Namespace) -> Iterator[tup
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the coordinator was not ready in 60 s; see {log}")
             time.sleep(0.2)
-        print(f"coordinator pid {process.pid} on {base}, log {log}", flush=True)
-        yield base, token, process.pid
+        print(f"coordinator {replica} pid {process.pid} on {base}, log {log}", flush=True)
+        yield base, process.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -177,6 +192,21 @@ def _coordinator(url: str, work: Path, args: argparse.Namespace) -> Iterator[tup
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(15)
+
+
+@contextlib.contextmanager
+def _replicas(
+    url: str, work: Path, args: argparse.Namespace
+) -> Iterator[tuple[list[str], str, list[int]]]:
+    """``--replicas`` coordinator processes on one database, started one after the other
+    (each migrates; the first creates the schema); yields base URLs, admin token, pids."""
+    token = secrets.token_urlsafe(24)
+    with contextlib.ExitStack() as stack:
+        started = [
+            stack.enter_context(_coordinator(url, work, args, token, k))
+            for k in range(args.replicas)
+        ]
+        yield [base for base, _ in started], token, [pid for _, pid in started]
 
 
 def _prompt_shape(d: int) -> tuple[int, int]:
@@ -195,12 +225,23 @@ def _federation(args: argparse.Namespace) -> dict[str, Any]:
         "strategy": "secfpp",
         "n_participants": args.participants,
         "prompt": {"n_ctx": n_ctx, "dim": dim, "init_std": 0.02, "init_seed": 0},
-        # all-to-all (the members prepare their share uploads before the round starts,
-        # which a committee drawn at the start does not allow)
-        "tolerance": {"committee_size": args.participants},
+        "tolerance": _tolerance(args),
         "rounds": {"total": args.rounds, "warmup_rounds": 1},
         "deadlines": {"sharing_s": 3600, "distances_s": 3600, "aggregation_s": 3600},
     }
+
+
+def _tolerance(args: argparse.Namespace) -> dict[str, Any]:
+    """``--committee`` (``all``: everybody, ``auto``: the federation's default, or a size)
+    and ``--collusion`` as the federation's ``tolerance`` section."""
+    out: dict[str, Any] = {}
+    if args.collusion is not None:
+        out["collusion_fraction"] = args.collusion
+    if args.committee == "all":
+        out["committee_size"] = args.participants
+    elif args.committee != "auto":
+        out["committee_size"] = int(args.committee)
+    return out
 
 
 def _warm() -> int:
@@ -210,15 +251,56 @@ def _warm() -> int:
     return os.getpid()
 
 
-async def _run(
-    args: argparse.Namespace, base: str, admin_token: str, pid: int, url: str, pool: Executor
-) -> dict[str, Any]:
-    from coordinator.config import FederationConfig
-    from coordinator.rounds.views import envelope_specs
+async def _sharing_task(member: LoadMember, number: int, timeout: float) -> dict[str, Any]:
+    """What every member's sharing task of round ``number`` holds (``peers``, ``sharing``,
+    ``committee``), read once from ``member``'s task (not a measured request)."""
+    headers = {"Authorization": f"Bearer {member.token}"}
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await member.http.request("GET", "/v1/participants/me/task", headers=headers)
+        task = r.json() if r.status_code == 200 else {}
+        if task.get("round") == number and task.get("action") == "share":
+            return {k: task.get(k) for k in ("peers", "sharing", "committee")}
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"round {number} offered no sharing task in {timeout:.0f} s: {task}")
+        await asyncio.sleep(0.2)
 
+
+def _absorption(
+    members: list[LoadMember], number: int, events: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Seconds from the sending of a stage's last accepted upload (client clock) to the
+    transition that ends its processing (sharing: the next stage opens; distances: the
+    clustering decode opens aggregation; aggregation: the round is published): the last
+    upload's own handling plus whatever the stage still needed after it (decodes run as
+    jobs). Coordinator and load generator share the machine, so one clock."""
+    ends = {"sharing": None, "distances": "clustering", "aggregation": "aggregation"}
+    out: dict[str, float] = {}
+    for stage, decode in ends.items():
+        last = [m.uploaded_at[(number, stage)] for m in members if (number, stage) in m.uploaded_at]
+        source = stage if decode is None else decode
+        moved = [
+            datetime.fromisoformat(e["created_at"]).timestamp()
+            for e in events
+            if e["kind"] == "transition" and e["from_stage"] == source
+        ]
+        if last and moved:
+            out[stage] = moved[0] - max(last)
+    return out
+
+
+async def _run(
+    args: argparse.Namespace,
+    bases: list[str],
+    admin_token: str,
+    pids: list[int],
+    url: str,
+    pool: Executor,
+) -> dict[str, Any]:
     samples: list[Sample] = []
     admin_headers = {"Authorization": f"Bearer {admin_token}"}
-    host, port = base.removeprefix("http://").rsplit(":", 1)
+    base = bases[0]
+    addresses = [b.removeprefix("http://").rsplit(":", 1) for b in bases]
     loop = asyncio.get_running_loop()
     await asyncio.gather(*(loop.run_in_executor(pool, _warm) for _ in range(args.client_workers)))
     async with httpx.AsyncClient(base_url=base, timeout=60, headers=admin_headers) as admin:
@@ -226,14 +308,20 @@ async def _run(
         r.raise_for_status()
         federation = r.json()
         fid = federation["id"]
-        config = FederationConfig.model_validate(federation["config"])
+        crypto = federation["config"]["crypto"]
+        print(
+            f"federation: N = {args.participants}, committee {crypto.get('committee_size')}, "
+            f"codes: clustering {crypto['clustering_code']}, "
+            f"aggregation {crypto['aggregation_code']}",
+            flush=True,
+        )
         r = await admin.post(
             f"/v1/federations/{fid}/enrollment-tokens", json={"count": args.participants}
         )
         r.raise_for_status()
         members = [
             LoadMember(
-                Connection(host, int(port)),
+                Connection(addresses[i % len(addresses)][0], int(addresses[i % len(addresses)][1])),
                 f"org-{i}",
                 samples,
                 pool=pool,
@@ -249,17 +337,22 @@ async def _run(
         cpu = {"coordinator": 0.0, "load generator": 0.0}
         transactions = [0, 0]
         for number in range(1, args.rounds + 1):
-            clustering = config.clustered and number > config.rounds.warmup_rounds
-            envelopes = [s.model_dump(mode="json") for s in envelope_specs(config, clustering)]
-            task = sharing_task(members, envelopes)
-            start = time.perf_counter()
-            for member in members:
-                member.prepare(number, task)
-            prepared_s = time.perf_counter() - start
             r = await admin.post(f"/v1/federations/{fid}/rounds")
             r.raise_for_status()
+            task = await _sharing_task(members[0], number, args.round_timeout)
             start = time.perf_counter()
-            cpu_start = (cpu_seconds(group=pid), generator_cpu())
+            bodies = await asyncio.gather(
+                *(
+                    loop.run_in_executor(pool, prepare_body, *m.body_args(number, task))
+                    for m in members
+                )
+            )
+            for member, body in zip(members, bodies, strict=True):
+                member.keep(number, task, body)
+            del bodies
+            prepared_s = time.perf_counter() - start
+            start = time.perf_counter()
+            cpu_start = (sum(cpu_seconds(group=p) for p in pids), generator_cpu())
             xact_start = await asyncio.to_thread(database_activity, url)
             stages = await asyncio.wait_for(
                 asyncio.gather(
@@ -271,7 +364,7 @@ async def _run(
                 args.round_timeout,
             )
             seconds = time.perf_counter() - start
-            cpu["coordinator"] += cpu_seconds(group=pid) - cpu_start[0]
+            cpu["coordinator"] += sum(cpu_seconds(group=p) for p in pids) - cpu_start[0]
             cpu["load generator"] += generator_cpu() - cpu_start[1]
             await asyncio.sleep(0.6)  # PostgreSQL publishes its statistics every 0.5 s
             xact_end = await asyncio.to_thread(database_activity, url)
@@ -288,6 +381,8 @@ async def _run(
                     "prepare_seconds": prepared_s,
                     "clusters": len(status.get("next_clusters") or status.get("clusters") or []),
                     "members_saw": sorted(set(stages)),
+                    "absorption_seconds": _absorption(members, number, status.get("events", [])),
+                    "committee_size": len(status.get("committee") or []) or None,
                     "transitions": [
                         f"{e['from_stage']}->{e['to_stage']}"
                         for e in status.get("events", [])
@@ -297,12 +392,18 @@ async def _run(
             )
             print(
                 f"round {number}: {status['stage']} in {seconds:.1f} s "
-                f"(shares sealed beforehand in {prepared_s:.1f} s)",
+                f"(shares sealed beforehand in {prepared_s:.1f} s; absorbed "
+                + ", ".join(f"{k} {v:.2f} s" for k, v in rounds[-1]["absorption_seconds"].items())
+                + ")",
                 flush=True,
             )
             if status["stage"] != "published":
                 break
-        decode = decode_seconds((await admin.get("/metrics")).text)
+        decode: dict[str, float] = {}
+        for replica in bases:  # Prometheus counters are per process: add them up
+            async with httpx.AsyncClient(base_url=replica, timeout=60) as metrics:
+                for key, value in decode_seconds((await metrics.get("/metrics")).text).items():
+                    decode[key] = decode.get(key, 0.0) + value
         await asyncio.gather(*(m.http.close() for m in members))
     return {
         "rounds": rounds,
@@ -328,7 +429,8 @@ def _report(result: dict[str, Any], args: argparse.Namespace, backend: str) -> b
         f"({per_minute:.2f} rounds per minute)"
     )
     print(
-        f"coordinator: {args.workers} process(es), {args.threads} threads, database pool "
+        f"coordinator: {args.replicas} replica(s) x {args.workers} process(es), "
+        f"{args.threads} threads, database pool "
         f"{args.pool_size} + {args.max_overflow} overflow per process"
     )
     print(f"{'endpoint':<22}{'count':>7}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}")
@@ -380,7 +482,22 @@ def _report(result: dict[str, Any], args: argparse.Namespace, backend: str) -> b
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
-    parser.add_argument("--participants", type=int, default=64)
+    parser.add_argument("--participants", type=int, default=64, help="3 to 2,000")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="coordinator processes on the one database (members spread round-robin)",
+    )
+    parser.add_argument(
+        "--committee",
+        default="auto",
+        help="tolerance.committee_size: auto (the federation's default: everybody up to 128 "
+        "participants), all, or a size",
+    )
+    parser.add_argument(
+        "--collusion", type=float, help="tolerance.collusion_fraction (default: the federation's)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dim", type=int, default=100_000, help="prompt entries (n_ctx * dim)")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between task polls")
@@ -423,14 +540,18 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON share uploads and inboxes (base64) instead of application/octet-stream",
     )
     args = parser.parse_args(argv)
-    if not 3 <= args.participants <= 256 or not 1 <= args.rounds <= 10:
-        parser.error("--participants must be in [3, 256] and --rounds in [1, 10]")
+    if not 3 <= args.participants <= 2000 or not 1 <= args.rounds <= 10:
+        parser.error("--participants must be in [3, 2000] and --rounds in [1, 10]")
+    if not 1 <= args.replicas <= 8:
+        parser.error("--replicas must be in [1, 8]")
+    if args.committee not in ("auto", "all") and not args.committee.isdigit():
+        parser.error("--committee must be auto, all or a size")
     if not 1 <= args.client_workers <= 64:
         parser.error("--client-workers must be in [1, 64]")
     if args.threads < 1 or args.workers < 1:
         parser.error("--threads and --workers must be at least 1")
     if args.pool_size is None:
-        args.pool_size = default_pool(args.threads, args.workers)[0]
+        args.pool_size = default_pool(args.threads, args.workers * args.replicas)[0]
     if args.max_overflow is None:
         args.max_overflow = max(0, args.threads - args.pool_size)
     if args.pool_size < 1 or args.max_overflow < 0:
@@ -438,10 +559,10 @@ def main(argv: list[str] | None = None) -> int:
     backend = "SQLite" if args.sqlite else "PostgreSQL"
     work = Path(tempfile.mkdtemp(prefix="secfpp-load-"))
     try:
-        with _database(args, work) as url, _coordinator(url, work, args) as (base, token, pid):
+        with _database(args, work) as url, _replicas(url, work, args) as (bases, token, pids):
             context = multiprocessing.get_context("spawn")  # no fork of a threaded process
             with ProcessPoolExecutor(args.client_workers, mp_context=context) as pool:
-                result = asyncio.run(_run(args, base, token, pid, url, pool))
+                result = asyncio.run(_run(args, bases, token, pids, url, pool))
     except BaseException:
         print(f"coordinator log kept in {work}", file=sys.stderr)
         raise

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.loadhttp import Connection, Reply
-from crypto.rng import DeterministicRandom, RandomSource
+from crypto.rng import DeterministicRandom, SystemRandom
 from crypto.transport import (
     generate_keypair,
     load_private_key,
@@ -51,7 +51,7 @@ from participant.protocol import (
     share_body,
 )
 
-__all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of"]
+__all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of", "prepare_body"]
 
 JSON = {"Content-Type": "application/json"}
 OCTETS = {"Content-Type": "application/octet-stream"}
@@ -123,10 +123,12 @@ class LoadMember:
     binary: bool = True
     """Binary share uploads and inboxes (False: the JSON bodies, for comparison)."""
     done: set[tuple[int, str]] = field(default_factory=set)
+    uploaded_at: dict[tuple[int, str], float] = field(default_factory=dict)
+    """``(round, stage)`` -> wall-clock time (``time.time()``) at which the upload that was
+    accepted was sent (its last attempt)."""
 
     def __post_init__(self) -> None:
         self.keys = generate_keypair(DeterministicRandom(f"load-key|{self.name}"))
-        self.rng: RandomSource = DeterministicRandom(f"load|{self.name}")
 
     @property
     def public_key(self) -> bytes:
@@ -182,33 +184,27 @@ class LoadMember:
         self.config = me.json()["config"]
 
     def prepare(self, number: int, sharing_task: dict[str, Any]) -> None:
-        """Seal this member's share upload for round ``number`` ahead of time.
+        """Seal this member's share upload for round ``number`` ahead of time (this thread).
 
-        ``sharing_task`` holds ``peers`` and ``sharing`` as the round's task will.
+        ``sharing_task`` holds ``peers`` and ``sharing`` (and ``committee`` in a committee
+        round) as the round's task does.
         """
-        params = crypto_params(self.config)
-        size = int(self.config["prompt"]["n_ctx"]) * int(self.config["prompt"]["dim"])
-        trainer = FixedTrainer(self.index, reduced_dim=params.reduced_dim, prompt_size=size)
-        out = trainer.train(number, None)
-        body = share_body(
+        self.keep(number, sharing_task, prepare_body(*self.body_args(number, sharing_task)))
+
+    def body_args(self, number: int, sharing_task: dict[str, Any]) -> tuple[Any, ...]:
+        """Arguments of :func:`prepare_body` for this member (plain values, picklable)."""
+        return (
+            self.config,
+            self.federation_id,
+            self.index,
+            private_key_bytes(self.keys.private),
             {**sharing_task, "round": number},
-            params=params,
-            federation_id=self.federation_id,
-            index=self.index,
-            private_key=self.keys.private,
-            reduced=out.reduced,
-            update=out.update,
-            rng=self.rng,
+            self.binary,
         )
-        if self.binary:
-            records = [
-                (int(e["recipient"]), str(e["kind"]), base64.b64decode(e["ciphertext"]))
-                for e in body["envelopes"]
-            ]
-            encoded = pack_envelopes(records)
-        else:
-            encoded = json.dumps(body, separators=(",", ":")).encode()
-        self.prepared[number] = {"expect": sharing_task["sharing"], "body": encoded}
+
+    def keep(self, number: int, sharing_task: dict[str, Any], body: bytes) -> None:
+        """Hold ``body`` (from :func:`prepare_body`) as the share upload of round ``number``."""
+        self.prepared[number] = {"expect": sharing_task["sharing"], "body": body}
 
     async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
         """Poll and act until round ``number`` ends; returns its final stage."""
@@ -240,9 +236,11 @@ class LoadMember:
             raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
         path = f"/v1/participants/me/rounds/{number}/shares"
         headers = OCTETS if self.binary else JSON
+        sent = time.time()
         r = await self.call("shares", "POST", path, content=prepared["body"], headers=headers)
         if r.status_code == 200:
             self.done.add((number, "share"))
+            self.uploaded_at[(number, "sharing")] = sent
 
     async def _result(self, task: dict[str, Any], number: int, stage: str) -> None:
         path = f"/v1/participants/{self.participant_id}/rounds/{number}/inbox"
@@ -263,6 +261,7 @@ class LoadMember:
         else:
             loop = asyncio.get_running_loop()
             payload, digest = await loop.run_in_executor(self.pool, compute_result, *args)
+        sent = time.time()
         r = await self.call(
             f"results/{stage}",
             "POST",
@@ -272,6 +271,7 @@ class LoadMember:
         )
         if r.status_code == 200:
             self.done.add((number, stage))
+            self.uploaded_at[(number, stage)] = sent
 
     async def _outcome(self, number: int) -> None:
         r = await self.call("outcome", "GET", f"/v1/participants/me/rounds/{number}/outcome")
@@ -279,6 +279,45 @@ class LoadMember:
             path = f"/v1/participants/me/rounds/{number}/metrics"
             await self.call("metrics", "POST", path, content=b'{"accuracy":0.5}', headers=JSON)
             self.done.add((number, "outcome"))
+
+
+def prepare_body(
+    config: Mapping[str, Any],
+    federation_id: str,
+    index: int,
+    private_key: bytes,
+    task: Mapping[str, Any],
+    binary: bool,
+) -> bytes:
+    """The encoded share upload of participant ``index`` for ``task`` (its ``round``,
+    ``peers``, ``sharing`` and, in a committee round, ``committee``, which is checked
+    against the public draw as the daemon does): the stand-in trainer's ``x_i`` and
+    ``g_i`` quantized, shared, sealed and packed (binary) or JSON-encoded.
+
+    Plain arguments (the raw X25519 private key), so that it can run in another process.
+    """
+    params = crypto_params(config)
+    number = int(task["round"])
+    size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+    trainer = FixedTrainer(index, reduced_dim=params.reduced_dim, prompt_size=size)
+    out = trainer.train(number, None)
+    body = share_body(
+        task,
+        params=params,
+        federation_id=federation_id,
+        index=index,
+        private_key=load_private_key(private_key),
+        reduced=out.reduced,
+        update=out.update,
+        rng=SystemRandom(),
+    )
+    if binary:
+        records = [
+            (int(e["recipient"]), str(e["kind"]), base64.b64decode(e["ciphertext"]))
+            for e in body["envelopes"]
+        ]
+        return pack_envelopes(records)
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def compute_result(

@@ -44,3 +44,42 @@ def test_two_worker_processes_publish_every_round_once(
     assert [r["stage"] for r in result["rounds"]] == ["published", "published"]
     assert result["server_errors"] == 0
     assert [r["transitions"] for r in result["rounds"]] == [WARMUP, CLUSTERED]
+
+
+# The committee mode on several replicas (issue 17): ``--committee 7 --replicas 2`` starts
+# two ``secfpp-coordinator`` processes on one database and spreads twelve simulated
+# participants over them round-robin; every round draws a committee of seven, members
+# prepare their shares only after they have seen (and verified) the draw, and only
+# committee members open inboxes and upload coded results.
+
+
+def test_committee_rounds_on_two_replicas(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    args = ["--participants", "12", "--committee", "7", "--collusion", "0.2", "--replicas", "2"]
+    args += ["--dim", "2000", "--rounds", "2", "--poll", "0.3", "--client-workers", "1"]
+    args += ["--json", str(tmp_path / "load.json")]
+    if backend == "sqlite":
+        args.append("--sqlite")
+    else:
+        request.getfixturevalue("postgres")  # fails under CI=true when the server is missing
+        env = os.environ.get
+        user = env("SECFPP_TEST_PG_USER", "postgres")
+        host = f"{env('SECFPP_TEST_PG_HOST', '127.0.0.1')}:{env('SECFPP_TEST_PG_PORT', '5432')}"
+        args += ["--postgres", f"postgresql+psycopg://{user}@{host}"]
+    load.main(args)  # exit status 1 only means a latency target was missed
+    result = json.loads((tmp_path / "load.json").read_text())
+    rounds = result["rounds"]
+    assert [r["stage"] for r in rounds] == ["published", "published"]
+    assert [r["transitions"] for r in rounds] == [WARMUP, CLUSTERED]
+    assert [r["committee_size"] for r in rounds] == [7, 7]
+    assert result["server_errors"] == 0
+    # only the seven members fetched inboxes and uploaded coded results (three stages)
+    assert result["endpoints"]["inbox"]["count"] == 7 * 3
+    assert result["endpoints"]["results/distances"]["count"] == 7
+    assert result["endpoints"]["results/aggregation"]["count"] == 7 * 2
+    assert result["endpoints"]["shares"]["count"] == 12 * 2
+    assert set(rounds[0]["absorption_seconds"]) == {"sharing", "aggregation"}
+    assert set(rounds[1]["absorption_seconds"]) == {"sharing", "distances", "aggregation"}
+    assert all(0 < s < 60 for r in rounds for s in r["absorption_seconds"].values())
+    assert result["args"]["replicas"] == 2
