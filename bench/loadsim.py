@@ -12,10 +12,11 @@
   publishes exactly as in a deployment. Share uploads and inboxes are binary
   (``application/octet-stream``, :mod:`crypto.wire` batches) as the daemon's are, or
   base64 JSON with ``binary=False`` (``--json-bodies``). Its share upload for a round is
-  prepared (sealed and encoded) before the round starts (:meth:`LoadMember.prepare`), and opening
-  the inbox and computing the coded result (:func:`compute_result`) run in a process
-  pool when one is given, so that a load run measures the coordinator rather than the
-  clients: the process that times the requests does little besides sending them.
+  prepared (sealed and encoded by :func:`prepare_body`, in the process pool, and kept by
+  :meth:`LoadMember.keep`) before it polls, and opening the inbox and computing the coded
+  result (:func:`compute_result`) run in a process pool when one is given, so that a
+  load run measures the coordinator rather than the clients: the process that times
+  the requests does little besides sending them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,14 +183,6 @@ class LoadMember:
         if me.status_code != 200:
             raise RuntimeError(f"{self.name}: /me answered {me.status_code}")
         self.config = me.json()["config"]
-
-    def prepare(self, number: int, sharing_task: dict[str, Any]) -> None:
-        """Seal this member's share upload for round ``number`` ahead of time (this thread).
-
-        ``sharing_task`` holds ``peers`` and ``sharing`` (and ``committee`` in a committee
-        round) as the round's task does.
-        """
-        self.keep(number, sharing_task, prepare_body(*self.body_args(number, sharing_task)))
 
     def body_args(self, number: int, sharing_task: dict[str, Any]) -> tuple[Any, ...]:
         """Arguments of :func:`prepare_body` for this member (plain values, picklable)."""
@@ -368,19 +361,3 @@ def compute_result(
     )
     build = distance_payload if stage == "distances" else aggregation_payload
     return build(task, opened, params)
-
-
-def sharing_task(members: Sequence[LoadMember], envelopes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``peers`` and ``sharing`` parts of a round's task, as every member will get."""
-    ordered = sorted(members, key=lambda m: m.index)
-    return {
-        "peers": [
-            {
-                "index": m.index,
-                "display_name": m.name,
-                "public_key": base64.b64encode(m.public_key).decode(),
-            }
-            for m in ordered
-        ],
-        "sharing": {"recipients": [m.index for m in ordered], "envelopes": envelopes},
-    }

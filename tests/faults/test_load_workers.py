@@ -26,20 +26,26 @@ CLUSTERED = [
 ]
 
 
+def _database_args(backend: str, request: pytest.FixtureRequest) -> list[str]:
+    """``--sqlite``, or ``--postgres`` with the test server's URL (the ``postgres`` fixture
+    skips without a server, and fails under ``CI=true``)."""
+    if backend == "sqlite":
+        return ["--sqlite"]
+    request.getfixturevalue("postgres")
+    env = os.environ.get
+    user = env("SECFPP_TEST_PG_USER", "postgres")
+    host = f"{env('SECFPP_TEST_PG_HOST', '127.0.0.1')}:{env('SECFPP_TEST_PG_PORT', '5432')}"
+    return ["--postgres", f"postgresql+psycopg://{user}@{host}"]
+
+
 def test_two_worker_processes_publish_every_round_once(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     args = ["--participants", "8", "--dim", "2000", "--rounds", "2", "--workers", "2"]
     args += ["--poll", "0.3", "--client-workers", "1", "--json", str(tmp_path / "load.json")]
-    if backend == "sqlite":
-        args.append("--sqlite")
-    else:
-        request.getfixturevalue("postgres")  # skips when the server is not reachable
-        env = os.environ.get
-        user = env("SECFPP_TEST_PG_USER", "postgres")
-        host = f"{env('SECFPP_TEST_PG_HOST', '127.0.0.1')}:{env('SECFPP_TEST_PG_PORT', '5432')}"
-        args += ["--postgres", f"postgresql+psycopg://{user}@{host}"]
-    load.main(args)  # exit status 1 only means a latency target was missed
+    load.main(
+        args + _database_args(backend, request)
+    )  # exit status 1 only means a latency target was missed
     result = json.loads((tmp_path / "load.json").read_text())
     assert [r["stage"] for r in result["rounds"]] == ["published", "published"]
     assert result["server_errors"] == 0
@@ -59,15 +65,9 @@ def test_committee_rounds_on_two_replicas(
     args = ["--participants", "12", "--committee", "7", "--collusion", "0.2", "--replicas", "2"]
     args += ["--dim", "2000", "--rounds", "2", "--poll", "0.3", "--client-workers", "1"]
     args += ["--json", str(tmp_path / "load.json")]
-    if backend == "sqlite":
-        args.append("--sqlite")
-    else:
-        request.getfixturevalue("postgres")  # fails under CI=true when the server is missing
-        env = os.environ.get
-        user = env("SECFPP_TEST_PG_USER", "postgres")
-        host = f"{env('SECFPP_TEST_PG_HOST', '127.0.0.1')}:{env('SECFPP_TEST_PG_PORT', '5432')}"
-        args += ["--postgres", f"postgresql+psycopg://{user}@{host}"]
-    load.main(args)  # exit status 1 only means a latency target was missed
+    load.main(
+        args + _database_args(backend, request)
+    )  # exit status 1 only means a latency target was missed
     result = json.loads((tmp_path / "load.json").read_text())
     rounds = result["rounds"]
     assert [r["stage"] for r in rounds] == ["published", "published"]
