@@ -178,9 +178,45 @@ def member_sums(
             raise ParameterError("shares", f"lacks the shares of participants {missing}")
         if not members:
             raise ParameterError("member_sets", "must not contain an empty set")
-        rows = np.vstack([field.check(shares[i], f"shares[{i}]") for i in members])
-        out.append(field.sum(rows, axis=0))
+        total = _narrow_sum(field, shares, members) if field.narrow else None
+        if total is None:
+            rows = np.vstack([field.check(shares[i], f"shares[{i}]") for i in members])
+            total = field.sum(rows, axis=0)
+        out.append(total)
     return np.vstack(out)
+
+
+def _narrow_sum(
+    field: PrimeField, shares: Mapping[int, FieldArray], members: Sequence[int]
+) -> FieldArray | None:
+    """``sum_{i in members} shares[i] mod p`` for ``p < 2**31`` by one running total.
+
+    Every row is added once into an ``int64`` total (exact for fewer than ``2**32``
+    rows of entries below ``2**31``) while a running minimum and maximum check that
+    every entry is a field element, without stacking the rows (a member sums a
+    thousand shares). Returns None when the rows are not all 1-D ``int64`` arrays of
+    one length, and raises the error of :meth:`PrimeField.check` naming the first
+    offending participant when an entry is out of range.
+    """
+    rows = [shares[i] for i in members]
+    shape = np.shape(rows[0])
+    if len(shape) != 1 or len(rows) >= 2**32:
+        return None
+    if not all(
+        isinstance(r, np.ndarray) and r.dtype == np.int64 and r.shape == shape for r in rows
+    ):
+        return None
+    total = np.zeros(shape, dtype=np.int64)
+    low = rows[0].copy()
+    high = rows[0].copy()
+    for r in rows:
+        total += r
+        np.minimum(low, r, out=low)
+        np.maximum(high, r, out=high)
+    if shape[0] and (int(low.min()) < 0 or int(high.max()) >= field.prime):
+        for i in members:
+            field.check(shares[i], f"shares[{i}]")
+    return np.mod(total, field.prime)
 
 
 def decode_cluster_sum(

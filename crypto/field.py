@@ -100,7 +100,14 @@ class PrimeField:
             return np.asarray(np.mod(arr, self.prime), dtype=np.int64)
         if not np.issubdtype(arr.dtype, np.integer):
             raise ParameterError("values", f"must be integers, not dtype {arr.dtype}")
-        return np.mod(arr.astype(np.int64, copy=False), self.prime)
+        arr = arr.astype(np.int64, copy=False)
+        if arr.size and -self.prime <= int(arr.min()) and int(arr.max()) < self.prime:
+            # The common case (quantized values, |v| < p): one conditional add, no division.
+            out: FieldArray = np.right_shift(arr, 63)  # -1 where negative, else 0
+            out &= self.prime
+            out += arr
+            return out
+        return np.asarray(np.mod(arr, self.prime), dtype=np.int64)
 
     def check(self, values: ArrayLike, name: str = "values") -> FieldArray:
         """Return ``values`` as int64 if every entry is a field element, else raise."""

@@ -71,11 +71,14 @@ __all__ = [
     "pack_envelopes",
     "pack_field_matrix",
     "pack_field_vector",
+    "pack_field_vectors",
     "pack_inbox",
     "unpack_envelopes",
     "unpack_field_matrix",
     "unpack_field_vector",
+    "unpack_field_vectors",
     "unpack_inbox",
+    "vector_size",
 ]
 
 FORMAT_VERSION: Final = 1
@@ -149,6 +152,71 @@ def unpack_field_vector(
     return _unpack(
         data, prime=prime, magic=_MAGIC_VECTOR, ndim=1, expected=expected, max_elements=max_length
     )
+
+
+def pack_field_vectors(values: NDArray[np.integer[Any]], *, prime: int) -> list[bytes]:
+    """Pack each row of a 2-D array as one vector: ``[pack_field_vector(row) for row]``.
+
+    The same bytes, with one range check and one conversion for the whole array (a
+    participant packs one share per committee member this way).
+    """
+    if not isinstance(values, np.ndarray) or values.ndim != 2:
+        shape = getattr(values, "shape", None)
+        raise WireFormatError(
+            f"values must be a 2-D array, not of shape {shape}", reason="bad_shape"
+        )
+    if values.shape[1] == 0:
+        return [pack_field_vector(row, prime=prime) for row in values]
+    packed = _pack(values, prime=prime, magic=_MAGIC_VECTOR, ndim=2)  # checks and converts
+    header = _expected_header(_MAGIC_VECTOR, element_width(prime), prime, (values.shape[1],))
+    body = memoryview(packed)[_PREFIX.size + 2 * _DIM.size :]
+    step = values.shape[1] * element_width(prime)
+    return [header + body[i * step : (i + 1) * step] for i in range(values.shape[0])]
+
+
+def vector_size(prime: int, length: int) -> int:
+    """Bytes of a packed vector of ``length`` elements of GF(prime): ``24 + length * w``."""
+    _check_count("length", length)
+    return _PREFIX.size + _DIM.size + length * element_width(prime)
+
+
+def unpack_field_vectors(
+    rows: NDArray[np.uint8], *, prime: int, length: int
+) -> tuple[NDArray[np.int64], tuple[int, ...]]:
+    """Unpack many packed vectors of one length at once: ``(values, bad)``.
+
+    ``rows`` is a C-contiguous ``uint8`` array of shape ``(n, vector_size(prime,
+    length))``, row ``i`` one payload of :func:`pack_field_vector` (e.g. shares opened
+    into one buffer by :func:`crypto.transport.open_share_into`). Returns ``values``
+    (n, length) ``int64`` with row ``i`` what ``unpack_field_vector(rows[i], prime=prime,
+    expected_length=length)`` returns, and ``bad``, the sorted indices of the rows that
+    function would reject (a header other than the one of this prime and length, or an
+    element ``>= prime``); a bad row of ``values`` is all zero. One vectorized check
+    and one conversion for all rows, instead of a call per row.
+    """
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ParameterError("length", f"must be a positive integer, not {length!r}")
+    width = element_width(prime)
+    size = vector_size(prime, length)
+    if not (
+        isinstance(rows, np.ndarray)
+        and rows.dtype == np.uint8
+        and rows.ndim == 2
+        and rows.shape[1] == size
+        and rows.flags.c_contiguous
+    ):
+        raise ParameterError(
+            "rows", f"must be a C-contiguous uint8 array of shape (n, {size}), not {rows!r:.80}"
+        )
+    header = np.frombuffer(_expected_header(_MAGIC_VECTOR, width, prime, (length,)), np.uint8)
+    head_size = header.size
+    good = np.all(rows[:, :head_size] == header, axis=1)
+    body = rows[:, head_size:].view(_WIRE_DTYPES[width])  # (n, length), no copy
+    good &= body.max(axis=1) < prime
+    values = body.astype(np.int64)
+    bad = np.flatnonzero(~good)
+    values[bad] = 0
+    return values, tuple(int(i) for i in bad)
 
 
 def pack_field_matrix(values: NDArray[np.integer[Any]], *, prime: int) -> bytes:

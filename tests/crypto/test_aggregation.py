@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crypto.aggregation import clip_update, decode_cluster_mean, member_sums, prepare_update
 from crypto.errors import ParameterError, RefusalError
+from crypto.field import PrimeField
 from crypto.params import CryptoParams
 from crypto.refusal import (
     check_aggregation_request,
@@ -62,6 +65,56 @@ def test_member_sums_needs_every_share() -> None:
     params = CryptoParams.for_federation(8)
     with pytest.raises(ParameterError, match=r"participants \[2\]"):
         member_sums(params.aggregation_field.field, {0: np.zeros(3, np.int64)}, [(0, 2)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    prime=st.sampled_from([3, 65521, 2**31 - 1, 2**61 - 1]),
+    n=st.integers(1, 12),
+    length=st.integers(1, 9),
+    sets=st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=12), min_size=1, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_member_sums_equal_integer_sums(
+    prime: int, n: int, length: int, sets: list[list[int]], seed: int
+) -> None:
+    """Every set's sum mod p, against Python integers, for narrow and wide primes."""
+    rng = np.random.default_rng(seed)
+    shares = {i: rng.integers(0, prime, length, dtype=np.int64) for i in range(n)}
+    shares[0][:] = prime - 1  # the largest entries
+    member_sets = [[i % n for i in members] for members in sets]
+    got = member_sums(PrimeField(prime), shares, member_sets)
+    want = [
+        [sum(int(shares[i][col]) for i in members) % prime for col in range(length)]
+        for members in member_sets
+    ]
+    assert got.dtype == np.int64
+    assert got.tolist() == want
+
+
+def test_member_sums_name_the_share_out_of_range_and_take_any_integers() -> None:
+    field = PrimeField(2**31 - 1)
+    shares = {i: np.full(4, i, dtype=np.int64) for i in range(5)}
+    for bad in (-1, field.prime):
+        broken = dict(shares)
+        broken[3] = np.array([0, 1, bad, 2], dtype=np.int64)
+        with pytest.raises(ParameterError, match=r"shares\[3\]"):
+            member_sums(field, broken, [(0, 1), (1, 2, 3, 4)])
+    # Lists and other integer dtypes take the general path, with the same result.
+    mixed = {0: [1, 2, 3, 4], 1: np.arange(4, dtype=np.int32), 2: np.full(4, 5, np.int64)}
+    assert member_sums(field, mixed, [(0, 1, 2)]).tolist() == [[6, 8, 10, 12]]
+
+
+def test_asarray_reduces_every_integer() -> None:
+    for prime in (3, 2**31 - 1, 2**61 - 1):
+        field = PrimeField(prime)
+        values = np.array([0, 1, -1, prime - 1, -prime, prime, -prime - 1, 2 * prime + 3, -(2**62)])
+        expected = [int(v) % prime for v in values.tolist()]
+        assert field.asarray(values).tolist() == expected
+        assert field.asarray(values.astype(object)).tolist() == expected
+        small = values[np.abs(values) < prime]
+        assert field.asarray(small).tolist() == [int(v) % prime for v in small.tolist()]
+        assert field.asarray(small) is not small
 
 
 # --- refusal rules -------------------------------------------------------------------------

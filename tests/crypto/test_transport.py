@@ -35,6 +35,7 @@ from crypto.transport import (
     load_private_key,
     load_public_key,
     open_share,
+    open_share_into,
     private_key_bytes,
     public_key_bytes,
     seal_share,
@@ -144,6 +145,13 @@ def _assert_opaque_failure(envelope: bytes, **kwargs: object) -> None:
     assert error.__cause__ is None
     assert error.__context__ is None
     assert error.code == "share_authentication_failed"
+    # The in-place form fails alike and leaves nothing of the plaintext behind.
+    out = np.full(len(b"a share"), 0xAA, dtype=np.uint8)
+    with pytest.raises(ShareAuthenticationError) as excinfo:
+        open_share_into(recipient_private, sender_public, envelope, out, context=context)  # type: ignore[arg-type]
+    assert excinfo.value.__cause__ is None
+    assert excinfo.value.__context__ is None
+    assert not out.any()
 
 
 # --- known-answer vector ------------------------------------------------------------------
@@ -589,7 +597,8 @@ def test_ring_refuses_a_low_order_key_every_time(point: bytes) -> None:
         with pytest.raises(ParameterError, match="recipient_public"):
             seal_share(ring, low, b"x", context=_context())
         _assert_opaque_failure(envelope, recipient_private=ring, sender_public=low)
-        assert key.exchanges == 3 * attempt  # tried every time: nothing was cached
+        # exchange, seal, open_share and open_share_into each tried: nothing was cached
+        assert key.exchanges == 4 * attempt
         assert len(ring) == 0
     # The refusals left the ring working for honest peers.
     assert open_share(ring, KEYS[0].public, envelope, context=_context()) == b"a share"
@@ -780,3 +789,37 @@ def test_modules_import_no_web_database_http_or_torch() -> None:
 
 if __name__ == "__main__":  # prints the stored vector: python -m tests.crypto.test_transport
     print(generate_kat_envelope().hex())
+
+
+# --- open_share_into: the same envelopes, opened into a caller's buffer -------------------
+
+
+def test_open_share_into_writes_what_open_share_returns() -> None:
+    ring = KeyRing(BOB)
+    out = bytearray(len(KAT_PLAINTEXT))
+    open_share_into(BOB, ALICE.public_key(), KAT_ENVELOPE, out, context=KAT_CONTEXT)
+    assert bytes(out) == KAT_PLAINTEXT
+    rows = np.zeros((3, len(KAT_PLAINTEXT)), dtype=np.uint8)
+    open_share_into(
+        ring, ALICE.public_key(), memoryview(KAT_ENVELOPE), rows[1], context=KAT_CONTEXT
+    )
+    assert bytes(rows[1]) == KAT_PLAINTEXT
+    assert not rows[0].any()
+    assert not rows[2].any()
+
+
+def test_open_share_into_refuses_a_plaintext_of_another_size() -> None:
+    envelope = _sealed()  # 7 bytes of plaintext: opens into exactly 7 bytes, nothing else
+    for size in (0, 6, 8, 64):
+        out = np.full(size, 0xAA, dtype=np.uint8)
+        with pytest.raises(ShareAuthenticationError):
+            open_share_into(KEYS[1].private, KEYS[0].public, envelope, out, context=_context())
+        assert not out.any()
+
+
+def test_open_share_into_needs_a_writable_contiguous_buffer() -> None:
+    envelope = _sealed()
+    for out in (bytes(7), memoryview(bytearray(7)).toreadonly(), np.zeros((7, 2), np.uint8)[:, 0]):
+        with pytest.raises(ParameterError) as info:
+            open_share_into(KEYS[1].private, KEYS[0].public, envelope, out, context=_context())  # type: ignore[arg-type]
+        assert info.value.parameter == "out"
