@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -144,6 +146,58 @@ def test_padding_chunks_are_random_not_zero() -> None:
     x = np.zeros(64, dtype=np.int64)
     shares = code.share(x, DeterministicRandom(5))
     assert np.count_nonzero(shares) > 0.99 * shares.size
+
+
+class _Masks(DeterministicRandom):
+    """Hands ``LagrangeCode.share`` the masks given, in the order it asks for them."""
+
+    def __init__(self, masks: np.ndarray) -> None:
+        super().__init__(0)
+        self.masks = masks
+
+    def field_elements(self, prime: int, shape: object) -> np.ndarray:  # type: ignore[override]
+        assert np.shape(self.masks) == shape
+        return self.masks
+
+
+def _textbook_share(x: int, masks: tuple[int, ...], k: int, n: int, p: int) -> tuple[int, ...]:
+    """DESIGN's construction, in Python integers: the masks sit at ``beta_{K+1..K+T}``."""
+    t = len(masks)
+    points = list(range(1, k + t + 1))
+    values = [x] + [0] * (k - 1) + list(masks)
+    out = []
+    for alpha in (k + t + 1 + j for j in range(n)):
+        total = 0
+        for m, (xm, ym) in enumerate(zip(points, values, strict=True)):
+            num = den = 1
+            for i, xi in enumerate(points):
+                if i != m:
+                    num, den = num * (alpha - xi) % p, den * (xm - xi) % p
+            total += ym * num * pow(den, -1, p)
+        out.append(total % p)
+    return tuple(out)
+
+
+@pytest.mark.parametrize(("k", "t", "n"), [(1, 2, 4), (2, 1, 3), (1, 0, 2), (2, 2, 5)])
+def test_share_distribution_is_the_textbook_one(k: int, t: int, n: int) -> None:
+    """Exhaustively over GF(11): the shares drawn by fixing ``T`` evaluations (masks at
+    ``alpha_0..alpha_{T-1}``) take every value exactly as often as the construction with
+    the masks at ``beta_{K+1..K+T}``: the same distribution, for every secret."""
+    p = 11
+    code = LagrangeCode(PrimeField(p), k, t, n)
+    for secret in (0, 1, 7):
+        x = np.zeros(k, dtype=np.int64)
+        x[0] = secret
+        ours, textbook = [], []
+        for masks in itertools.product(range(p), repeat=t):
+            column = np.array(masks, dtype=np.int64).reshape(t, 1)
+            shares = code.share(x, _Masks(column))
+            assert shares[:t, 0].tolist() == list(masks)  # the masks are the first T shares
+            ours.append(tuple(shares[:, 0].tolist()))
+            textbook.append(_textbook_share(secret, masks, k, n, p))
+        assert sorted(ours) == sorted(textbook)
+        decoded = code.decode({j: np.array([v]) for j, v in enumerate(ours[-1])}, degree=1)
+        assert decoded.values[0, 0] == secret
 
 
 # --- privacy: any T shares are uniform and independent of the secret ----------------------

@@ -3,9 +3,11 @@
 The oracle is independent of ``crypto.field``/``crypto.lcc``: field arithmetic and
 Lagrange interpolation come from ``galois`` (``galois.GF``, ``galois.lagrange_poly``),
 quantization from plain Python integers and ``fractions``. Only the randomness is shared
-with the code under test: the padding chunks are read from
-``crypto.rng.DeterministicRandom`` exactly as ``LagrangeCode.share`` consumes it
-(``field_elements(p, (T, L))``), which is itself pinned by a raw-bytes vector here.
+with the code under test: the masks are read from ``crypto.rng.DeterministicRandom``
+exactly as ``LagrangeCode.share`` consumes it (``field_elements(p, (T, L))``), which is
+itself pinned by a raw-bytes vector here. The masks are the sharing polynomial's values
+at the first ``T`` participants' points ``alpha_0..alpha_{T-1}`` (see ``crypto/lcc.py``),
+and the data chunks its values at ``beta_1..beta_K``.
 
 Run from the repository root:  python tests/crypto/kat/generate_kat.py
 """
@@ -63,13 +65,13 @@ def lcc_share(p: int, k: int, t: int, n: int, seed: int, rnd: random.Random) -> 
     x = [rnd.randrange(p) for _ in range(length)]
     chunk = -(-length // k)
     padded = x + [0] * (k * chunk - length)
-    padding = DeterministicRandom(seed).field_elements(p, (t, chunk))
-    betas = list(range(1, k + t + 1))
+    masks = DeterministicRandom(seed).field_elements(p, (t, chunk))
     alphas = [k + t + 1 + j for j in range(n)]
+    points = list(range(1, k + 1)) + alphas[:t]  # beta_1..beta_K, alpha_0..alpha_{T-1}
     shares = []
     for col in range(chunk):
-        ys = [padded[c * chunk + col] for c in range(k)] + [int(v) for v in padding[:, col]]
-        poly = galois.lagrange_poly(GF(betas), GF(ys))
+        ys = [padded[c * chunk + col] for c in range(k)] + [int(v) for v in masks[:, col]]
+        poly = galois.lagrange_poly(GF(points), GF(ys))
         shares.append([int(poly(GF(a))) for a in alphas])
     return {
         "prime": p,
