@@ -342,7 +342,7 @@ def compute_result(
             "recipient": recipient,
             "senders": senders,
             "envelopes": [
-                {"sender": s, "kind": k, "ciphertext": base64.b64encode(c).decode()}
+                {"sender": s, "kind": k, "ciphertext": c}
                 for s, k, c in records
             ],
         }

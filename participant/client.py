@@ -327,8 +327,10 @@ class CoordinatorClient:
         return result
 
     def inbox(self, participant_id: str, round_number: int) -> dict[str, Any]:
-        """The inbox as the JSON document (ciphertexts as base64), fetched as a binary
-        inbox (:func:`crypto.wire.unpack_inbox`) when the coordinator serves one."""
+        """The inbox as a document of the JSON inbox's shape, fetched as a binary inbox
+        (:func:`crypto.wire.unpack_inbox`) when the coordinator serves one: then each
+        ``ciphertext`` is the envelope's bytes, otherwise its base64 text (both are what
+        :func:`participant.protocol.open_inbox` takes)."""
         path = f"/v1/participants/{participant_id}/rounds/{round_number}/inbox"
         response: httpx.Response = self._request(
             "GET", path, raw=True, headers={"Accept": f"{OCTETS}, application/json;q=0.5"}
@@ -342,7 +344,7 @@ class CoordinatorClient:
             "recipient": recipient,
             "senders": senders,
             "envelopes": [
-                {"sender": sender, "kind": kind, "ciphertext": b64e(ciphertext)}
+                {"sender": sender, "kind": kind, "ciphertext": ciphertext}
                 for sender, kind, ciphertext in records
             ],
         }

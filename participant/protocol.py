@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from crypto.aggregation import member_sums, prepare_update
 from crypto.committee import CommitteeMismatchError, check_announced_committee, committee_binding
 from crypto.dp.distributed import DistributedNoise
-from crypto.errors import ShareAuthenticationError, WireFormatError
+from crypto.errors import ShareAuthenticationError
 from crypto.field import FieldArray
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 from crypto.quantize import quantize
@@ -37,10 +37,16 @@ from crypto.transport import (
     ShareContext,
     SharedSecretSource,
     load_public_key,
-    open_share,
+    open_share_into,
     seal_share,
 )
-from crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
+from crypto.wire import (
+    pack_field_matrix,
+    pack_field_vector,
+    pack_field_vectors,
+    unpack_field_vectors,
+    vector_size,
+)
 
 __all__ = [
     "OpenedShares",
@@ -224,9 +230,10 @@ def share_body(
             )
         shares = code.share(vector, rng)
         stage, prime = spec["context_stage"], int(spec["prime"])
+        packed_rows = pack_field_vectors(shares, prime=prime)
         for recipient in map(int, sharing["recipients"]):
             context = ShareContext(federation_id, round_number, stage, index, recipient)
-            packed = pack_field_vector(shares[point[recipient]], prime=prime)
+            packed = packed_rows[point[recipient]]
             sealed = seal_share(private_key, peers[recipient], packed, context=context, rng=rng)
             envelopes.append(
                 {
@@ -261,23 +268,41 @@ def open_inbox(
     """Open every envelope of ``kind`` addressed to this participant.
 
     ``private_key`` is its ``X25519PrivateKey`` or its :class:`~crypto.transport.KeyRing`.
+    An envelope's ``ciphertext`` is its bytes or their base64 text (the JSON inbox).
+    Every share is decrypted into a row of one buffer and all rows are unpacked and
+    range-checked at once (:func:`crypto.wire.unpack_field_vectors`); the returned
+    shares are rows of one ``int64`` matrix. A sender whose envelope does not open, or
+    opens to anything but a share of ``share_length`` elements of GF(prime), or who is
+    not a peer, is in ``failed``; of several envelopes from one sender only the first
+    is opened.
     """
-    shares: dict[int, FieldArray] = {}
-    failed: list[int] = []
-    for env in inbox["envelopes"]:
-        if env["kind"] != kind:
-            continue
+    wanted = [env for env in inbox["envelopes"] if env["kind"] == kind]
+    size = vector_size(prime, share_length)
+    plain = np.empty((len(wanted), size), dtype=np.uint8)
+    round_number = int(inbox["round"])
+    rows: list[int] = []
+    seen: set[int] = set()
+    failed: set[int] = set()
+    for env in wanted:
         sender = int(env["sender"])
-        context = ShareContext(federation_id, int(inbox["round"]), context_stage, sender, index)
+        if sender in seen:
+            continue
+        seen.add(sender)
+        row = len(rows)
+        ciphertext = env["ciphertext"]
         try:
             if sender not in peers:
                 raise ShareAuthenticationError()
-            plain = open_share(
-                private_key, peers[sender], base64.b64decode(env["ciphertext"]), context=context
-            )
-            shares[sender] = unpack_field_vector(plain, prime=prime, expected_length=share_length)
-        except (ShareAuthenticationError, WireFormatError, ValueError):
-            failed.append(sender)
+            sealed = ciphertext if isinstance(ciphertext, bytes) else base64.b64decode(ciphertext)
+            context = ShareContext(federation_id, round_number, context_stage, sender, index)
+            open_share_into(private_key, peers[sender], sealed, plain[row], context=context)
+        except (ShareAuthenticationError, ValueError):
+            failed.add(sender)
+            continue
+        rows.append(sender)
+    values, bad = unpack_field_vectors(plain[: len(rows)], prime=prime, length=share_length)
+    failed.update(rows[i] for i in bad)
+    shares = {sender: values[i] for i, sender in enumerate(rows) if sender not in failed}
     return OpenedShares(shares, tuple(sorted(failed)))
 
 
