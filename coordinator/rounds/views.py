@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import OrderedDict
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
 from coordinator.api.models import (
@@ -134,6 +137,7 @@ def _cluster_sets(pairs: list[tuple[int, tuple[int, ...]]]) -> list[ClusterSet]:
 
 _STATE_CACHE_SIZE = 64
 _states: OrderedDict[tuple[str, int], RoundState] = OrderedDict()
+_by_content: OrderedDict[tuple[str, bytes], RoundState] = OrderedDict()
 _states_lock = threading.Lock()
 
 
@@ -143,8 +147,12 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
 
     Every change of a round's state bumps its version (compare-and-set), so a state
     parsed at ``(id, version)`` stays valid: polls of a thousand participants parse it
-    once per version in each process instead of once per request. ``rnd`` may have been
-    loaded without its ``state`` column (:func:`~coordinator.rounds.store.current_round_head`).
+    once per version in each process instead of once per request. Accepted uploads bump
+    the version without changing the state (a thousand bumps while shares arrive), so a
+    version not seen yet reads the state's text and looks it up by its BLAKE2b digest
+    before parsing it: the text is fetched again, but parsed (JSON and validation) only
+    when it changed. ``rnd`` may have been loaded without its ``state`` column
+    (:func:`~coordinator.rounds.store.current_round_head`).
     """
     key = (rnd.id, rnd.version)
     with _states_lock:
@@ -152,17 +160,29 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
         if cached is not None:
             _states.move_to_end(key)
             return cached
-    raw = session.scalar(
-        select(Round.state).where(Round.id == rnd.id, Round.version == rnd.version)
+    text = session.scalar(
+        select(cast(Round.state, Text)).where(Round.id == rnd.id, Round.version == rnd.version)
     )
-    if raw is None:
+    if text is None:
         return None
-    state = RoundState.model_validate(raw)
+    content = (rnd.id, hashlib.blake2b(text.encode(), digest_size=32).digest())
     with _states_lock:
-        _states[key] = state
-        while len(_states) > _STATE_CACHE_SIZE:
-            _states.popitem(last=False)
+        state = _by_content.get(content)
+        if state is not None:
+            _by_content.move_to_end(content)
+    if state is None:
+        state = RoundState.model_validate(json.loads(text))  # as the JSON column would
+    with _states_lock:
+        _remember(_states, key, state)
+        _remember(_by_content, content, state)
     return state
+
+
+def _remember(cache: OrderedDict[Any, RoundState], key: Any, state: RoundState) -> None:
+    cache[key] = state
+    cache.move_to_end(key)
+    while len(cache) > _STATE_CACHE_SIZE:
+        cache.popitem(last=False)
 
 
 def _peers(session: Session, federation_id: str) -> list[Peer]:
