@@ -278,7 +278,8 @@ def open_inbox(
     """
     wanted = [env for env in inbox["envelopes"] if env["kind"] == kind]
     size = vector_size(prime, share_length)
-    plain = np.empty((len(wanted), size), dtype=np.uint8)
+    # One row per distinct sender: repeated envelopes cannot make the buffer grow.
+    plain = np.empty((len({int(env["sender"]) for env in wanted}), size), dtype=np.uint8)
     round_number = int(inbox["round"])
     rows: list[int] = []
     seen: set[int] = set()

@@ -111,3 +111,29 @@ def test_an_empty_inbox_opens_to_nothing() -> None:
     opened = _open([])
     assert opened.shares == {}
     assert opened.failed == ()
+
+
+def test_repeated_envelopes_do_not_grow_the_buffer() -> None:
+    """A coordinator repeating one sender's envelope 5,000 times (100,000-entry shares)
+    must not make the member reserve 5,000 rows (2 GB): one row per distinct sender."""
+    import tracemalloc
+
+    envelope = {"sender": 1, "kind": "update", "ciphertext": b"x" * 64}
+    tracemalloc.start()
+    try:
+        opened = open_inbox(
+            {"round": ROUND, "envelopes": [envelope] * 5000},
+            kind="update",
+            context_stage=STAGE,
+            prime=PRIME,
+            share_length=100_000,
+            federation_id=FED,
+            index=ME,
+            private_key=KEYS[ME].private,
+            peers={1: KEYS[1].public},
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert opened.failed == (1,)
+    assert peak < 20 * 2**20, f"peak {peak / 2**20:.0f} MiB"
