@@ -497,28 +497,12 @@ def open_share(
     :class:`ShareAuthenticationError` and nothing else, with neither ``__cause__`` nor
     ``__context__`` set.
     """
-    plaintext = _open_or_none(recipient_private, sender_public, envelope, context)
-    if plaintext is None:
+    view = memoryview(envelope).cast("B")
+    out = bytearray(max(len(view) - ENVELOPE_OVERHEAD, 0))
+    # The size check of _open_into rejects an envelope shorter than the overhead.
+    if not _open_into(recipient_private, sender_public, view, memoryview(out), context):
         raise ShareAuthenticationError()
-    return plaintext
-
-
-def _open_or_none(
-    recipient_private: SharedSecretSource,
-    sender_public: X25519PublicKey,
-    envelope: bytes,
-    context: ShareContext,
-) -> bytes | None:
-    # Returns None rather than raising so the public error is raised outside any
-    # except block and carries no trace of which check failed.
-    if len(envelope) < ENVELOPE_OVERHEAD or envelope[0] != ENVELOPE_VERSION:
-        return None
-    nonce, sealed = bytes(envelope[1 : 1 + NONCE_SIZE]), bytes(envelope[1 + NONCE_SIZE :])
-    try:
-        key = _derive_key(recipient_private, sender_public, context)
-        return AESGCM(key).decrypt(nonce, sealed, context.associated_data())
-    except (InvalidTag, ValueError, OverflowError):
-        return None
+    return bytes(out)
 
 
 def open_share_into(
@@ -555,7 +539,8 @@ def _open_into(
     target: memoryview,
     context: ShareContext,
 ) -> bool:
-    # As _open_or_none: a boolean, so the public error carries no trace of the check.
+    # A boolean rather than raising, so the public error is raised outside any except
+    # block and carries no trace of which check failed.
     if len(envelope) != len(target) + ENVELOPE_OVERHEAD or envelope[0] != ENVELOPE_VERSION:
         return False
     nonce, sealed = envelope[1 : 1 + NONCE_SIZE], envelope[1 + NONCE_SIZE :]

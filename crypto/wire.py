@@ -165,8 +165,6 @@ def pack_field_vectors(values: NDArray[np.integer[Any]], *, prime: int) -> list[
         raise WireFormatError(
             f"values must be a 2-D array, not of shape {shape}", reason="bad_shape"
         )
-    if values.shape[1] == 0:
-        return [pack_field_vector(row, prime=prime) for row in values]
     packed = _pack(values, prime=prime, magic=_MAGIC_VECTOR, ndim=2)  # checks and converts
     header = _expected_header(_MAGIC_VECTOR, element_width(prime), prime, (values.shape[1],))
     body = memoryview(packed)[_PREFIX.size + 2 * _DIM.size :]

@@ -36,6 +36,9 @@ def test_pack_field_vectors_is_pack_field_vector_per_row(prime: int) -> None:
         pack_field_vector(row, prime=prime) for row in values
     ]
     assert pack_field_vectors(values[:0], prime=prime) == []
+    assert pack_field_vectors(values[:, :0], prime=prime) == [
+        pack_field_vector(row, prime=prime) for row in values[:, :0]
+    ]
     assert len(pack_field_vectors(values, prime=prime)[0]) == vector_size(prime, 9)
 
 
