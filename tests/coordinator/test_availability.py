@@ -26,6 +26,7 @@ from coordinator.db.engine import DatabaseLimits, make_engine
 from coordinator.db.errors import is_database_unavailable
 from coordinator.db.migrate import current_revision, head_revision, upgrade
 from coordinator.settings import Settings
+from tests.threads import run_in_threads
 
 ADMIN_TOKEN = "admin-secret-token"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -158,11 +159,7 @@ def test_two_admins_starting_a_round_get_201_and_409(
         barrier.wait()
         answers.append(c.post(f"/v1/federations/{harness.id}/rounds", headers=ADMIN))
 
-    threads = [threading.Thread(target=start, args=(c,)) for c in (client, second_client)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert run_in_threads(start, (client, second_client)) == []
     answers.sort(key=lambda r: r.status_code)
     assert [r.status_code for r in answers] == [201, 409], [r.text for r in answers]
     assert answers[1].json()["code"] == "round_in_progress"
@@ -170,21 +167,13 @@ def test_two_admins_starting_a_round_get_201_and_409(
 
 def test_concurrent_migrations_are_serialized(empty_db_url: str) -> None:
     engines = [make_engine(empty_db_url) for _ in range(3)]
-    errors: list[BaseException] = []
     barrier = threading.Barrier(len(engines))
 
     def migrate(engine: Any) -> None:
-        try:
-            barrier.wait()
-            upgrade(engine)
-        except BaseException as err:  # reported below
-            errors.append(err)
+        barrier.wait()
+        upgrade(engine)
 
-    threads = [threading.Thread(target=migrate, args=(e,)) for e in engines]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(migrate, engines)
     try:
         assert errors == []
         with engines[0].connect() as conn:

@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.threads import run_in_threads
+
 ADMIN = {"Authorization": "Bearer admin-secret-token"}
 
 
@@ -22,19 +24,7 @@ def test_two_coordinators_migrate_start_and_drive_one_round(
         server_process(empty_db_url, tmp_path / f"coordinator-{n}.log", kit.SERVER_ENV)
         for n in range(2)
     ]
-    errors: list[BaseException] = []
-
-    def start(server: Any) -> None:
-        try:
-            server.start("--insecure", "--migrate")
-        except BaseException as err:  # reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=start, args=(s,)) for s in servers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(lambda server: server.start("--insecure", "--migrate"), servers)
     try:
         assert errors == []
         admins = [kit.Admin(s.url) for s in servers]
@@ -50,11 +40,7 @@ def test_two_coordinators_migrate_start_and_drive_one_round(
             barrier.wait()
             codes.append(admin.http.post(f"/v1/federations/{fid}/rounds").status_code)
 
-        racers = [threading.Thread(target=start_round, args=(a,)) for a in admins]
-        for t in racers:
-            t.start()
-        for t in racers:
-            t.join()
+        assert run_in_threads(start_round, admins) == []
         assert sorted(codes) == [201, 409]
 
         engines = [kit.make_engine(servers[n % 2].url, state) for n, state in enumerate(states)]
