@@ -25,7 +25,9 @@ only for pairs that have not met yet (a committee is drawn anew each round; at m
 A member opens its inbox as the daemon does (:func:`participant.protocol.open_inbox`: every
 share decrypted into a row of one buffer, all rows checked at once). Both roles are timed
 after a first run in the process, which is printed beside them: it also faults in fresh
-pages for the buffers, as a daemon's first round does.
+pages for the buffers, as a daemon's first round does. Like the daemon and the
+coordinator, the benchmark first calls :func:`crypto.memory.retain_freed_memory`, so
+later calls reuse those pages instead of faulting in fresh ``mmap`` blocks each time.
 
 The same stage without a committee (every participant a member, ``c = N``, today's codes)
 is shown for comparison. "Stage total" is the compute summed over every machine,
@@ -68,6 +70,7 @@ from crypto.aggregation import decode_cluster_sum, member_sums, prepare_update
 from crypto.clustering import Membership
 from crypto.committee import plan_committee
 from crypto.lcc import LagrangeCode
+from crypto.memory import retain_freed_memory
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 from crypto.quantize import quantize
 from crypto.rng import DeterministicRandom, SystemRandom
@@ -384,6 +387,7 @@ def main(argv: list[str] | None = None) -> None:
         "--also-collusion", type=float, default=0.1, help="second f_c for the committee rows"
     )
     args = parser.parse_args(argv)
+    retain_freed_memory()  # as the daemon and the coordinator do (crypto/memory.py)
     n, d = (200, 8192) if args.quick else (args.n, args.d)
     compare = [m for m in ([50, 100] if args.quick else [100, 300]) if m < n] + [n]
     fractions = [args.collusion] + ([args.also_collusion] if args.also_collusion else [])

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from crypto.memory import retain_freed_memory
+
 __all__ = ["certs_main", "main", "migrate_main", "serve_main", "worker_main"]
 
 
@@ -50,6 +52,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         )
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("procrastinate").setLevel(logging.WARNING)  # a line per job otherwise
+    retain_freed_memory()  # decode temporaries reuse the heap (crypto/memory.py)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -65,6 +68,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     """Run decode and deadline jobs from the PostgreSQL job queue (coordinator.jobs.worker)."""
     from coordinator.jobs.worker import worker_main as run
 
+    retain_freed_memory()  # decode temporaries reuse the heap (crypto/memory.py)
     return run(argv)
 
 

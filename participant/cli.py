@@ -238,8 +238,10 @@ def _enroll(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Check the state (locally, then against the coordinator), build the trainer, loop."""
+    from crypto.memory import retain_freed_memory
     from participant.daemon import serve
 
+    retain_freed_memory()  # a stage's numpy temporaries reuse the heap (crypto/memory.py)
     state = StateDir(args.state)
     name = args.state.name
 
