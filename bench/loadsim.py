@@ -341,10 +341,7 @@ def compute_result(
             "round": number,
             "recipient": recipient,
             "senders": senders,
-            "envelopes": [
-                {"sender": s, "kind": k, "ciphertext": c}
-                for s, k, c in records
-            ],
+            "envelopes": [{"sender": s, "kind": k, "ciphertext": c} for s, k, c in records],
         }
     else:
         document = json.loads(inbox)
