@@ -8,7 +8,9 @@ round-robin over the replicas) and runs ``--rounds`` rounds (the first a warmup 
 the others with the SecPC distance stage). ``--committee`` sets the federation's
 committee (``auto``: its default, everybody up to 128 participants, a drawn committee
 above; ``all``; or a size) and ``--collusion`` its collusion fraction. Every participant
-polls its task every ``--poll`` seconds (plus up to 20 % jitter) and does what it says
+polls its task every ``--poll`` seconds (plus up to 20 % jitter), or after the
+coordinator's ``poll_after_s`` when that is longer (participants / ``--poll-rate``, as
+the daemon does: :func:`participant.engine.poll_interval`), and does what it says
 with the production protocol code (:mod:`bench.loadsim`). Share uploads are sealed
 after the round has started (the committee is drawn then, and each body checks the
 draw as the daemon does), all at once in the process pool, before the members start
@@ -154,6 +156,7 @@ def _coordinator(
         "SECFPP_DB_MAX_OVERFLOW": str(args.max_overflow),
         "SECFPP_DRIVE_WAIT_S": str(args.drive_wait),
         "SECFPP_WORKER_THREADS": str(args.threads),
+        "SECFPP_TASK_POLL_RATE": str(args.poll_rate),
     }
     log = work / f"coordinator-{replica}.log"
     with log.open("ab") as out:
@@ -501,6 +504,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dim", type=int, default=100_000, help="prompt entries (n_ctx * dim)")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between task polls")
+    parser.add_argument(
+        "--poll-rate",
+        type=float,
+        default=100.0,
+        help="SECFPP_TASK_POLL_RATE: task polls per second the coordinator asks for in all "
+        "(waiting participants poll after participants / rate seconds when that is longer)",
+    )
     parser.add_argument("--round-timeout", type=float, default=600.0)
     parser.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
     parser.add_argument("--postgres", default=PG_DEFAULT, help="server URL (no database)")

@@ -42,7 +42,7 @@ from crypto.transport import (
     public_key_bytes,
 )
 from crypto.wire import pack_envelopes, unpack_inbox
-from participant.engine import TrainOutput
+from participant.engine import TrainOutput, poll_interval
 from participant.protocol import (
     aggregation_payload,
     crypto_params,
@@ -221,7 +221,7 @@ class LoadMember:
                     if (number, stage) not in self.done:
                         await self._result(task, number, stage)
                         continue
-            await asyncio.sleep(poll_s + jitter())
+            await asyncio.sleep(poll_interval(task, poll_s + jitter()))  # as the daemon
 
     async def _share(self, task: dict[str, Any], number: int) -> None:
         prepared = self.prepared.get(number)

@@ -40,6 +40,15 @@ class Settings(BaseSettings):
     tick_interval_s: float = Field(
         default=1.0, gt=0, description="Period of the background deadline check."
     )
+    task_poll_rate: float = Field(
+        default=100.0,
+        gt=0,
+        le=1_000_000,
+        description="Task polls per second that a federation's waiting participants should "
+        "make in all: GET /me/task suggests poll_after_s = participants / task_poll_rate "
+        "(at most 60 s) to a participant that has nothing to do, so that the polling load "
+        "stays flat as a federation grows (1,000 participants: one poll each 10 s).",
+    )
     enrollment_token_ttl_s: int = Field(
         default=7 * 24 * 3600, ge=1, le=365 * 24 * 3600, description="At most a year."
     )

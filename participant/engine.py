@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,25 @@ log = logging.getLogger(__name__)
 ENDED = frozenset({"published", "failed", "aborted"})
 #: 409 codes that mean "the round moved on without you": poll again, do not stop.
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
+#: The longest wait the daemon takes from the coordinator's ``poll_after_s`` hint.
+MAX_POLL_AFTER_S = 60.0
+_SPREAD = random.SystemRandom()  # not a secret: spreads the polls of many daemons
+
+
+def poll_interval(task: dict[str, Any], own_s: float) -> float:
+    """Seconds before the next task poll: the daemon's own interval ``own_s``, or the
+    coordinator's ``poll_after_s`` when that is longer (times a random factor in
+    [0.9, 1.1], so that a large federation's polls do not arrive in step; at most 60 s,
+    so a coordinator cannot park the daemon).
+
+    A missing, malformed or non-finite hint counts as none.
+    """
+    hint = task.get("poll_after_s")
+    if isinstance(hint, bool) or not isinstance(hint, int | float) or not math.isfinite(hint):
+        return own_s
+    if hint <= own_s:
+        return own_s
+    return max(own_s, min(float(hint) * _SPREAD.uniform(0.9, 1.1), MAX_POLL_AFTER_S))
 
 
 @dataclass
@@ -229,7 +250,7 @@ class Engine:
                 and not task["uploaded"]
             )
             if not busy:
-                self._sleep(self.poll_s)
+                self._sleep(poll_interval(task, self.poll_s))
 
     # -- stages ----------------------------------------------------------------------------
     def _committee_ok(self, task: dict[str, Any], number: int, stage: str) -> bool:

@@ -330,6 +330,15 @@ class Task(_Model):
         "action needs keys (share, compute_distances, compute_sums) or no round has started; "
         "empty otherwise, so that the polls in between stay small."
     )
+    poll_after_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=60,
+        description="Seconds to wait before the next task poll: 0 while there is something "
+        "to do now, otherwise participants / the coordinator's task_poll_rate (at most 60), "
+        "so that a large federation's polls stay within what the coordinator can absorb. "
+        "Daemons poll no faster than their own interval and add a random spread.",
+    )
 
 
 class EnvelopeIn(_Model):

@@ -231,8 +231,10 @@ def task(
     # driver's check and the view run in one worker thread (it has no parameters, so
     # authenticating here still answers 401 before anything else is looked at).
     participant = _synced(request, session, driver, settings, now, credentials)
-    doc = views.task(session, participant, _config(session, driver, participant))
+    config = _config(session, driver, participant)
+    doc = views.task(session, participant, config)
     session.rollback()  # release the connection in this thread (deps.get_session)
+    doc.poll_after_s = views.poll_after(doc, config.n_participants, settings.task_poll_rate)
     return doc
 
 

@@ -287,6 +287,25 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     return doc.model_copy(update=update)
 
 
+#: The longest wait :func:`poll_after` suggests, whatever the federation's size.
+MAX_POLL_AFTER_S = 60.0
+_ACT_NOW = frozenset({"share", "compute_distances", "compute_sums", "fetch_outcome"})
+
+
+def poll_after(doc: Task, participants: int, rate: float) -> float:
+    """Seconds before ``doc``'s participant should poll again: ``participants / rate``,
+    at most 60.
+
+    ``participants`` is the federation's size (``n_participants``): if every waiting
+    participant follows the hint, the federation makes about ``rate`` task polls per
+    second whatever its size. 0 when the action is to be done now (not yet uploaded),
+    so a stage's work is never delayed.
+    """
+    if doc.action in _ACT_NOW and not doc.uploaded:
+        return 0.0
+    return round(min(MAX_POLL_AFTER_S, max(participants, 1) / rate), 3)
+
+
 def _committee(state: RoundState, config: FederationConfig) -> CommitteeOut | None:
     if state.committee is None or state.beacon is None:
         return None

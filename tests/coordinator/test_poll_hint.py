@@ -1,0 +1,110 @@
+"""GET /me/task suggests when to poll again (``poll_after_s``): the federation's size /
+the coordinator's ``task_poll_rate`` while there is nothing to do, 0 while there is, at
+most 60 s; the daemon follows it only when it is longer than its own interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from coordinator.api.models import Task
+from coordinator.app import create_app
+from coordinator.rounds.views import MAX_POLL_AFTER_S, poll_after
+from participant.engine import MAX_POLL_AFTER_S as DAEMON_CAP
+from participant.engine import poll_interval
+from tests.coordinator.conftest import make_settings
+
+
+def _task(sim: Any) -> dict[str, Any]:
+    r = sim.client.get("/v1/participants/me/task", headers=sim.headers)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def test_the_hint_follows_the_round_and_the_rate(
+    db_url: str, clock: Any, make_harness: Any
+) -> None:
+    settings = make_settings(db_url, task_poll_rate=2.0)
+    with TestClient(create_app(settings, clock=clock)) as client:
+        h = make_harness(client)
+        n = h.federation["config"]["n_participants"]
+        before = _task(h.sims[0])
+        assert before["action"] == "wait"
+        assert before["poll_after_s"] == n / 2.0
+        number = h.start_round()
+        first = _task(h.sims[0])
+        assert first["action"] == "share"
+        assert first["poll_after_s"] == 0.0
+        assert h.sims[0].share(first).status_code == 200
+        after = _task(h.sims[0])
+        assert after["action"] == "wait"
+        assert after["uploaded"]
+        assert after["poll_after_s"] == n / 2.0
+        for _ in range(6):
+            if h.stage(number) == "published":
+                break
+            h.act()
+        done = _task(h.sims[0])
+        assert done["round"] == number
+        assert done["action"] == "fetch_outcome"
+        assert done["poll_after_s"] == 0.0
+
+
+def test_the_hint_is_capped(db_url: str, clock: Any, make_harness: Any) -> None:
+    with TestClient(create_app(make_settings(db_url, task_poll_rate=0.001), clock=clock)) as c:
+        h = make_harness(c)
+        assert _task(h.sims[0])["poll_after_s"] == MAX_POLL_AFTER_S == 60.0
+
+
+def _doc(action: str, uploaded: bool) -> Task:
+    return Task.model_validate(
+        {
+            "federation_id": "f",
+            "participant_index": 0,
+            "round": 1,
+            "stage": "sharing",
+            "action": action,
+            "deadline": None,
+            "uploaded": uploaded,
+            "cluster": None,
+            "global_prompt": None,
+            "senders": None,
+            "peers": [],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "uploaded", "participants", "expected"),
+    [
+        ("wait", False, 1000, 10.0),
+        ("wait", True, 1000, 10.0),
+        ("wait", True, 7, 0.07),
+        ("dropped", False, 50, 0.5),
+        ("share", False, 1000, 0.0),  # work to do now
+        ("compute_distances", False, 1000, 0.0),
+        ("compute_sums", False, 1000, 0.0),
+        ("compute_sums", True, 1000, 10.0),  # done: wait like the rest
+        ("fetch_outcome", False, 1000, 0.0),
+        ("wait", True, 100_000, 60.0),
+        ("wait", True, 0, 0.01),
+    ],
+)
+def test_poll_after(action: str, uploaded: bool, participants: int, expected: float) -> None:
+    assert poll_after(_doc(action, uploaded), participants, 100.0) == expected
+
+
+@pytest.mark.parametrize("hint", [None, "10", True, float("nan"), float("inf"), -5.0, 0.0, 0.5])
+def test_the_daemon_keeps_its_interval_without_a_longer_valid_hint(hint: object) -> None:
+    task = {} if hint is None else {"poll_after_s": hint}
+    assert poll_interval(task, 1.0) == 1.0
+
+
+def test_the_daemon_follows_a_longer_hint_with_a_spread_and_a_cap() -> None:
+    waits = [poll_interval({"poll_after_s": 10}, 1.0) for _ in range(400)]
+    assert all(9.0 <= w <= 11.0 for w in waits)
+    assert max(waits) - min(waits) > 1.0  # spread, not one value
+    assert all(poll_interval({"poll_after_s": 10_000.0}, 1.0) == DAEMON_CAP for _ in range(50))
+    assert poll_interval({"poll_after_s": 10.0}, 30.0) == 30.0
