@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from coordinator.config import FederationConfig, FederationCreate
 from coordinator.db.models import EnrollmentToken, Federation, Participant
 from coordinator.errors import ProblemError
+from coordinator.rounds import beacons
 from coordinator.rounds.store import rowcount
 from coordinator.tokens import (
     ENROLLMENT_PREFIX,
@@ -59,6 +60,9 @@ def create_federation(session: Session, request: FederationCreate, now: datetime
         created_at=now,
     )
     session.add(federation)
+    if beacons.uses_committee(config):  # round 1's beacon, committed before any roster
+        session.flush()
+        beacons.draw_ahead(session, federation.id, 1, now)
     session.commit()
     return federation
 

@@ -38,16 +38,31 @@ modulo bias), set ``j = i + (w mod m)`` and swap ``a[i], a[j]``. The committee i
 evaluation point ``alpha_k``. Every ``c``-subset is equally likely (given SHA-256 as a
 random oracle), which is what the tail bound assumes.
 
+**Commitment** (:func:`beacon_commitment`). The coordinator draws round ``r``'s beacon
+before round ``r`` starts (at federation creation for round 1, when round ``r - 1``
+starts for the others) and publishes only ::
+
+    commitment = SHA-256("secfpp-beacon-commitment|v1" || u32 len(fid) || utf8(fid)
+                         || u64 round || u32 len(beacon) || beacon)
+
+A 32-byte uniform beacon makes it hiding (SHA-256 as a random oracle) and
+collision resistance makes it binding: a participant that recorded the commitment before
+the round's roster was fixed refuses any other beacon (:func:`check_announced_committee`
+with ``commitment``), so the coordinator cannot redraw the beacon until the committee
+suits it without that participant noticing.
+
 **Verify** (:func:`verify_committee`). A participant recomputes the draw and refuses
 (:class:`CommitteeMismatchError`, reason ``committee_mismatch``) a committee that differs.
 
 **Round** (:func:`round_committee`, :func:`check_announced_committee`,
 :func:`committee_binding`). The coordinator fixes the round's roster (every enrolled,
-non-revoked participant), draws a fresh beacon and the committee of ``min(c, len(roster))``
-members when it starts the round, and announces all three in every participant's task.
+non-revoked participant), reveals the round's beacon (drawn and committed to before the
+round, "Commitment" above) and draws the committee of ``min(c, len(roster))`` members when
+it starts the round, and announces all three in every participant's task.
 A participant checks the announcement before it trains or shares (its size is the
 federation's ``c``, the roster names it and only enrolled peers, the beacon is long
-enough, the committee is the draw and the sharing recipients are the committee) and
+enough and opens the commitment the participant recorded, the committee is the draw and
+the sharing recipients are the committee) and
 refuses anything else with :class:`CommitteeMismatchError`; the request digests of the
 later stages bind roster, beacon and committee (:func:`committee_binding`), so members
 shown different committees never have their results decoded together. See
@@ -57,6 +72,7 @@ docs/protocol.md, "Committee sharing".
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
 import struct
 from collections.abc import Collection, Iterator, Sequence
@@ -97,6 +113,7 @@ MIN_COMMITTEE: Final = 64
 """Smallest committee considered: below it a committee tolerates only a handful of dropouts."""
 MIN_BEACON_BYTES: Final = 16
 DRAW_DOMAIN: Final = b"secfpp-committee|v1"
+COMMITMENT_DOMAIN: Final = b"secfpp-beacon-commitment|v1"
 _WORD: Final = 1 << 64
 
 
@@ -310,22 +327,29 @@ def _roster(members: Sequence[int]) -> list[int]:
     return roster
 
 
+def _check_round_and_beacon(round_number: int, beacon: bytes) -> None:
+    if not isinstance(round_number, int) or not 0 <= round_number < _WORD:
+        raise ParameterError("round_number", f"must be an int in [0, 2**64), not {round_number!r}")
+    if not isinstance(beacon, bytes) or len(beacon) < MIN_BEACON_BYTES:
+        raise ParameterError("beacon", f"must be at least {MIN_BEACON_BYTES} bytes")
+
+
+def _federation_prefix(domain: bytes, federation_id: str) -> list[bytes]:
+    """``domain || u32 len(fid) || utf8(fid)``: how both hashes of this module begin."""
+    fid = federation_id.encode()
+    return [domain, struct.pack("<I", len(fid)), fid]
+
+
 def draw_seed(
     federation_id: str, round_number: int, members: Sequence[int], beacon: bytes, size: int
 ) -> bytes:
     """The 32-byte seed of the draw (module doc): binds every input, length-prefixed."""
     roster = _roster(members)
-    if not isinstance(round_number, int) or not 0 <= round_number < _WORD:
-        raise ParameterError("round_number", f"must be an int in [0, 2**64), not {round_number!r}")
+    _check_round_and_beacon(round_number, beacon)
     if not isinstance(size, int) or not 1 <= size <= len(roster):
         raise ParameterError("size", f"must be an int in [1, {len(roster)}], not {size!r}")
-    if not isinstance(beacon, bytes) or len(beacon) < MIN_BEACON_BYTES:
-        raise ParameterError("beacon", f"must be at least {MIN_BEACON_BYTES} bytes")
-    fid = federation_id.encode()
     parts = [
-        DRAW_DOMAIN,
-        struct.pack("<I", len(fid)),
-        fid,
+        *_federation_prefix(DRAW_DOMAIN, federation_id),
         struct.pack("<QII", round_number, size, len(roster)),
         struct.pack(f"<{len(roster)}Q", *roster),
         struct.pack("<I", len(beacon)),
@@ -389,6 +413,17 @@ def verify_committee(
     return expected
 
 
+def beacon_commitment(federation_id: str, round_number: int, beacon: bytes) -> bytes:
+    """The 32-byte commitment to round ``round_number``'s beacon (module doc, "Commitment")."""
+    _check_round_and_beacon(round_number, beacon)
+    parts = [
+        *_federation_prefix(COMMITMENT_DOMAIN, federation_id),
+        struct.pack("<QI", round_number, len(beacon)),
+        beacon,
+    ]
+    return hashlib.sha256(b"".join(parts)).digest()
+
+
 # -- a round's committee -------------------------------------------------------------
 def round_committee(
     federation_id: str, round_number: int, roster: Sequence[int], beacon: bytes, size: int
@@ -415,6 +450,7 @@ def check_announced_committee(
     members: Sequence[int],
     recipients: Sequence[int] | None,
     enrolled: Collection[int],
+    commitment: bytes | None = None,
 ) -> tuple[int, ...]:
     """A participant's check of the committee a round's task announces; the committee.
 
@@ -428,6 +464,8 @@ def check_announced_committee(
         recipients: the sharing recipients of the task (None outside the sharing stage);
             they must be the committee, in its sorted order.
         enrolled: indices of the federation's enrolled participants (the task's peers).
+        commitment: the beacon commitment this participant recorded for the round before
+            it started (None when it saw none): the beacon must open it.
 
     Raises :class:`CommitteeMismatchError` (reason ``committee_mismatch``) for any
     violation, naming it; nothing may be shared or computed then.
@@ -453,6 +491,13 @@ def check_announced_committee(
         raise CommitteeMismatchError(
             f"round {round_number}: the beacon has {len(beacon)} bytes, fewer than "
             f"{MIN_BEACON_BYTES}"
+        )
+    if commitment is not None and not hmac.compare_digest(
+        beacon_commitment(federation_id, round_number, beacon), commitment
+    ):
+        raise CommitteeMismatchError(
+            f"round {round_number}: the beacon does not open the commitment published before "
+            "the round"
         )
     expected = verify_committee(
         members,

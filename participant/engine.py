@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 ENDED = frozenset({"published", "failed", "aborted"})
 #: 409 codes that mean "the round moved on without you": poll again, do not stop.
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
+#: Where the daemon records beacon commitments (round -> hex), and how many rounds back.
+BEACONS = "beacons.json"
+KEEP_BEACONS = 8
 #: The longest wait the daemon takes from the coordinator's ``poll_after_s`` hint.
 MAX_POLL_AFTER_S = 60.0
 _SPREAD = random.SystemRandom()  # not a secret: spreads the polls of many daemons
@@ -152,6 +155,7 @@ class Engine:
         self.key_ring = KeyRing(self.private_key)
         self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
         self.params: CryptoParams = crypto_params(self.config)
+        self._beacon_log: dict[str, str] | None = None
         self._restore_trainer()
 
     # -- per-round progress ----------------------------------------------------------------
@@ -182,10 +186,50 @@ class Engine:
             arrays = {n: self.state.read_array(self._path(last, f"state-{n}.npy")) for n in names}
             self.trainer.restore({k: v for k, v in arrays.items() if v is not None})
 
+    # -- beacon commitments (docs/protocol.md section 11) ------------------------------------
+    def _beacons(self) -> dict[str, str]:
+        if self._beacon_log is None:
+            self._beacon_log = dict(self.state.read_object(BEACONS, {}))
+        return self._beacon_log
+
+    def _record_beacon(self, task: dict[str, Any]) -> None:
+        """Keep the first commitment seen for each future round (``next_beacon``).
+
+        A coordinator that shows another commitment for the same round later is not
+        believed: the round's beacon must open the first one.
+        """
+        announced = task.get("next_beacon")
+        if not isinstance(announced, dict):
+            return
+        try:
+            number, commitment = int(announced["round"]), str(announced["commitment"])
+            if len(bytes.fromhex(commitment)) != 32:
+                raise ValueError("not 32 bytes")
+        except (KeyError, TypeError, ValueError) as err:
+            log.warning("ignoring a malformed beacon commitment (%s)", err)
+            return
+        known = self._beacons()
+        if str(number) in known:
+            if known[str(number)] != commitment:
+                log.warning(
+                    "round %s: a second beacon commitment differs; keeping the first", number
+                )
+            return
+        known[str(number)] = commitment
+        for old in [k for k in known if int(k) < number - KEEP_BEACONS]:
+            del known[old]
+        self.state.write_json(BEACONS, known)
+
+    def _commitment(self, number: int) -> bytes | None:
+        """The commitment to round ``number``'s beacon recorded before it started, if any."""
+        recorded = self._beacons().get(str(number))
+        return None if recorded is None else bytes.fromhex(recorded)
+
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> dict[str, Any]:
         """Fetch the task and do its work once; returns the task document."""
         task = self.client.task()
+        self._record_beacon(task)
         action = task["action"]
         if task["round"] is not None and task.get("stage") in ENDED:
             action = "fetch_outcome"  # published, failed or aborted: whatever our part was
@@ -269,7 +313,11 @@ class Engine:
             return False
         try:
             committee = round_committee(
-                task, params=self.params, federation_id=self.federation_id, index=self.index
+                task,
+                params=self.params,
+                federation_id=self.federation_id,
+                index=self.index,
+                commitment=self._commitment(number),
             )
         except CommitteeMismatchError as exc:
             self._refuse(number, stage, progress, request, exc, blamed=())

@@ -87,9 +87,18 @@ def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
 
 
 def round_committee(
-    task: Mapping[str, Any], *, params: CryptoParams, federation_id: str, index: int
+    task: Mapping[str, Any],
+    *,
+    params: CryptoParams,
+    federation_id: str,
+    index: int,
+    commitment: bytes | None = None,
 ) -> tuple[int, ...] | None:
     """The round's committee after checking the task's announcement; None when all-to-all.
+
+    ``commitment`` is the commitment to this round's beacon that the daemon recorded
+    before the round started (``next_beacon`` of an earlier task), if it saw one: the
+    announced beacon must open it.
 
     Refuses (:class:`~crypto.committee.CommitteeMismatchError`, reason
     ``committee_mismatch``) a committee round in an all-to-all federation and the
@@ -133,6 +142,7 @@ def round_committee(
         members=members,
         recipients=None if sharing is None else [int(r) for r in sharing["recipients"]],
         enrolled={int(p["index"]) for p in task["peers"]},
+        commitment=commitment,
     )
 
 

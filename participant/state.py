@@ -308,11 +308,13 @@ class StateDir:
 
     def check(self) -> dict[str, Any]:
         """Read everything the daemon relies on, before it does anything: the identity,
-        the key, ``progress.json`` and every round's ``progress.json``. Returns the
-        identity; raises :class:`StateError` (one line: file, fault, remedy)."""
+        the key, ``progress.json``, the recorded beacon commitments and every round's
+        ``progress.json``. Returns the identity; raises :class:`StateError` (one line: file,
+        fault, remedy)."""
         identity = self.identity()
         self.private_key()
         self.progress()
+        self.read_object("beacons.json", default={})
         for number in self.round_numbers():
             self.read_object(f"rounds/{number}/progress.json", default={})
         return identity

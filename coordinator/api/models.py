@@ -270,9 +270,22 @@ class CommitteeOut(_Model):
 
     size: int = Field(description="The federation's committee size c.")
     roster: list[int] = Field(description="The round's participants, sorted: the draw's pool.")
-    beacon: str = Field(description="Beacon value (hex) drawn after the roster was fixed.")
+    beacon: str = Field(
+        description="Beacon value (hex), drawn before the round and until it started "
+        "published only as its commitment (next_beacon of earlier tasks)."
+    )
     members: list[int] = Field(
         description="crypto.committee.round_committee(federation, round, roster, beacon, c)."
+    )
+
+
+class NextBeaconOut(_Model):
+    """The commitment to a future committee round's beacon (docs/protocol.md section 11):
+    record it; when that round starts, its beacon must open it."""
+
+    round: int = Field(description="The round whose beacon this commits to.")
+    commitment: str = Field(
+        description="crypto.committee.beacon_commitment(federation, round, beacon), hex."
     )
 
 
@@ -329,6 +342,11 @@ class Task(_Model):
         description="Every enrolled participant's index, name and X25519 key, when the "
         "action needs keys (share, compute_distances, compute_sums) or no round has started; "
         "empty otherwise, so that the polls in between stay small."
+    )
+    next_beacon: NextBeaconOut | None = Field(
+        default=None,
+        description="Committee federations: the commitment to the next round's beacon, "
+        "published before that round's roster is fixed. Null: all-to-all, or no next round.",
     )
     poll_after_s: float = Field(
         default=0.0,

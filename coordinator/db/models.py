@@ -260,6 +260,18 @@ class ParticipantMetric(Base):
     created_at: Mapped[datetime]
 
 
+class RoundBeacon(Base):
+    """A committee round's beacon, drawn before the round starts (docs/protocol.md,
+    section 11): the coordinator publishes only its commitment until the round starts."""
+
+    __tablename__ = "round_beacons"
+
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), primary_key=True)
+    round_number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[bytes]
+    created_at: Mapped[datetime]
+
+
 class LedgerRefusal(Base):
     __tablename__ = "ledger_refusals"
 

@@ -9,7 +9,6 @@ first one). Warmup counts published rounds, so a failed round does not use it up
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from datetime import datetime
 
@@ -22,7 +21,7 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import Federation, Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.prompts import initial_prompt
-from coordinator.rounds import history, store
+from coordinator.rounds import beacons, history, store
 from coordinator.rounds.driver import stage_deadline
 from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.protocol import ClusterRow, planned_releases
@@ -119,7 +118,9 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         assert done.next_membership is not None
         membership, generation = Membership.from_dict(done.next_membership), published.number
     warm = store.count_published(session, federation.id) < config.rounds.warmup_rounds
-    committee, beacon = _draw(config, federation.id, number, indices)
+    committee, beacon, committed, next_commitment = _draw(
+        session, config, federation.id, number, indices, now
+    )
     state = RoundState(
         membership=membership.to_dict(),
         generation=generation,
@@ -127,6 +128,7 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         participants=indices,
         committee=committee,
         beacon=beacon,
+        next_commitment=next_commitment,
     )
     if config.dp.epsilon_budget is not None:
         try:
@@ -154,7 +156,12 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
     session.flush()
     detail: dict[str, object] = {"generation": generation, "clustering": state.clustering}
     if state.committee is not None:
-        detail.update(committee=state.committee, beacon=state.beacon)
+        detail.update(
+            committee=state.committee,
+            beacon=state.beacon,
+            beacon_committed=committed,
+            next_commitment=next_commitment,
+        )
     store.append_event(
         session,
         rnd.id,
@@ -169,24 +176,34 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
 
 
 def _draw(
-    config: FederationConfig, federation_id: str, number: int, roster: list[int]
-) -> tuple[list[int] | None, str | None]:
-    """A committee round's ``committee`` and ``beacon`` (docs/protocol.md section 11).
+    session: Session,
+    config: FederationConfig,
+    federation_id: str,
+    number: int,
+    roster: list[int],
+    now: datetime,
+) -> tuple[list[int] | None, str | None, bool, str | None]:
+    """A committee round's committee, beacon (hex), whether that beacon was drawn (and
+    its commitment published) before this round, and the commitment to the next round's
+    beacon (docs/protocol.md section 11).
 
-    The roster is fixed first (the enrolled, non-revoked participants); the beacon is then
-    32 bytes from the operating system's CSPRNG, drawn in the transaction that stores the
-    round, and the committee is the public draw from both. ``(None, None)`` for
-    all-to-all federations.
+    The beacon was drawn ahead (:mod:`coordinator.rounds.beacons`) when the federation
+    was created or the previous round started; only a federation older than that
+    mechanism draws it here (``committed`` False). The next round's beacon is drawn in
+    this transaction. ``(None, None, False, None)`` for all-to-all federations.
     """
     size = config.crypto.committee_size
-    if size is None or size >= config.n_participants or not roster:
-        return None, None
-    beacon = secrets.token_bytes(BEACON_BYTES)
+    if size is None or not beacons.uses_committee(config) or not roster:
+        return None, None, False, None
+    committed = beacons.drawn(session, federation_id, number) is not None
+    beacon = beacons.draw_ahead(session, federation_id, number, now)
     committee = round_committee(federation_id, number, roster, beacon, size)
-    return list(committee), beacon.hex()
-
-
-BEACON_BYTES = 32
+    following = number + 1
+    next_commitment = None
+    if config.rounds.total is None or following <= config.rounds.total:
+        upcoming = beacons.draw_ahead(session, federation_id, following, now)
+        next_commitment = beacons.commitment_hex(federation_id, following, upcoming)
+    return list(committee), beacon.hex(), committed, next_commitment
 
 
 def _sqlite_busy(err: OperationalError) -> bool:

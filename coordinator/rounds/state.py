@@ -85,6 +85,9 @@ class RoundState(BaseModel):
     ``alpha_k``. None: all-to-all, every participant holds ``alpha_index``."""
     beacon: str | None = None
     """Committee rounds: the beacon value (hex) the committee was drawn with."""
+    next_commitment: str | None = None
+    """Committee rounds: the commitment (hex) to the next round's beacon, drawn when this
+    round started (None after the federation's last round)."""
     # set when sharing closes
     present: list[int] | None = None
     """Participants whose shares were delivered: the ``i`` of every later computation."""

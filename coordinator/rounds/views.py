@@ -20,6 +20,7 @@ from coordinator.api.models import (
     EventOut,
     Inbox,
     InboxEnvelope,
+    NextBeaconOut,
     Peer,
     PromptOut,
     RoundOutcome,
@@ -38,7 +39,7 @@ from coordinator.db.models import (
     ShareEnvelope,
 )
 from coordinator.errors import ProblemError
-from coordinator.rounds import store, store_envelopes
+from coordinator.rounds import beacons, store, store_envelopes
 from coordinator.rounds.machine import Stage
 from coordinator.rounds.participant_metrics import round_metrics
 from coordinator.rounds.state import RoundState
@@ -220,7 +221,12 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     )
     rnd = store.current_round_head(session, participant.federation_id)
     if rnd is None:
-        return doc.model_copy(update={"peers": _peers(session, participant.federation_id)})
+        return doc.model_copy(
+            update={
+                "peers": _peers(session, participant.federation_id),
+                "next_beacon": _first_beacon(session, participant.federation_id, config),
+            }
+        )
     state = round_state(session, rnd)
     if state is None:  # the round moved on between the two reads: read it whole
         session.expunge(rnd)
@@ -241,6 +247,9 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             "cluster": cluster,
             "senders": state.present,
             "committee": _committee(state, config),
+            "next_beacon": None
+            if state.next_commitment is None
+            else NextBeaconOut(round=rnd.number + 1, commitment=state.next_commitment),
         }
     )
     if str(me) in state.dropped:
@@ -304,6 +313,18 @@ def poll_after(doc: Task, participants: int, rate: float) -> float:
     if doc.action in _ACT_NOW and not doc.uploaded:
         return 0.0
     return round(min(MAX_POLL_AFTER_S, max(participants, 1) / rate), 3)
+
+
+def _first_beacon(
+    session: Session, federation_id: str, config: FederationConfig
+) -> NextBeaconOut | None:
+    """Before the first round: the commitment to round 1's beacon (committee federations)."""
+    if not beacons.uses_committee(config):
+        return None
+    beacon = beacons.drawn(session, federation_id, 1)
+    if beacon is None:  # a federation created before beacons were drawn ahead
+        return None
+    return NextBeaconOut(round=1, commitment=beacons.commitment_hex(federation_id, 1, beacon))
 
 
 def _committee(state: RoundState, config: FederationConfig) -> CommitteeOut | None:

@@ -23,11 +23,14 @@ from scipy import stats
 from crypto.aggregation import member_sums
 from crypto.committee import (
     CommitteeMismatchError,
+    beacon_commitment,
+    check_announced_committee,
     committee_size,
     committee_threshold,
     draw_committee,
     draw_seed,
     plan_committee,
+    round_committee,
     tail_probability,
     verify_committee,
 )
@@ -352,3 +355,45 @@ def test_committee_distance_stage_matches_plaintext() -> None:
     plain = plaintext_distances(quantized, refs)
     np.testing.assert_allclose(coded.point, plain.point, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(coded.centre, plain.centre, rtol=1e-9, atol=1e-9)
+
+
+def test_beacon_commitment_known_answer_and_binding() -> None:
+    beacon = bytes(range(32))
+    # SHA-256("secfpp-beacon-commitment|v1" || u32 5 || "fed-1" || u64 3 || u32 32 || beacon)
+    expected = "0b8d9bd4b27f3e3f740461d29011116f65f71d3a4c3e3712f03e7a1f88063cd6"
+    assert beacon_commitment("fed-1", 3, beacon).hex() == expected
+    variants = {
+        beacon_commitment("fed-2", 3, beacon),
+        beacon_commitment("fed-1", 4, beacon),
+        beacon_commitment("fed-1", 3, beacon[:-1] + b"\x00"),
+        beacon_commitment("fed-1", 3, beacon + b"\x00"),
+    }
+    assert len(variants) == 4
+    assert bytes.fromhex(expected) not in variants
+    with pytest.raises(ParameterError):
+        beacon_commitment("fed-1", 3, bytes(15))
+    with pytest.raises(ParameterError):
+        beacon_commitment("fed-1", -1, beacon)
+
+
+def test_the_announced_beacon_must_open_the_recorded_commitment() -> None:
+    roster, beacon = list(range(40)), bytes(range(32))
+    members = round_committee("fed", 2, roster, beacon, 9)
+    check = dict(
+        federation_id="fed",
+        round_number=2,
+        me=0,
+        committee_size=9,
+        announced_size=9,
+        roster=roster,
+        beacon=beacon,
+        members=members,
+        recipients=None,
+        enrolled=set(roster),
+    )
+    assert check_announced_committee(**check) == members  # no commitment recorded
+    good = beacon_commitment("fed", 2, beacon)
+    assert check_announced_committee(**check, commitment=good) == members
+    for wrong in (beacon_commitment("fed", 3, beacon), bytes(32), good[:16]):
+        with pytest.raises(CommitteeMismatchError, match="does not open the commitment"):
+            check_announced_committee(**check, commitment=wrong)

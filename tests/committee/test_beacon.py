@@ -1,0 +1,102 @@
+"""Committee beacons are drawn one round ahead and committed to (docs/protocol.md §11).
+
+* Before round ``r`` exists every task carries the commitment to its beacon
+  (``next_beacon``); the round then reveals a beacon that opens it, and announces the
+  next round's commitment; the ``started`` event records that the beacon was committed.
+* A coordinator that draws another beacon once the commitment is out (to grind the
+  committee) is refused by every daemon that recorded it: nothing is shared.
+* A daemon keeps the first commitment it saw for a round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+
+from coordinator.db.engine import make_engine
+from coordinator.db.models import RoundBeacon
+from crypto.committee import beacon_commitment
+
+
+def _opens(federation_id: str, number: int, beacon_hex: str, commitment_hex: str) -> bool:
+    return beacon_commitment(federation_id, number, bytes.fromhex(beacon_hex)).hex() == (
+        commitment_hex
+    )
+
+
+def test_each_beacon_is_committed_before_its_round_and_opens_the_commitment(
+    federation: Any, kit: Any
+) -> None:
+    f = federation
+    before = f.task(0)
+    assert before["round"] is None
+    first = before["next_beacon"]
+    assert first["round"] == 1
+    assert len(bytes.fromhex(first["commitment"])) == 32
+    f.act()  # every daemon polls once before the round and records the commitment
+    number = f.run_round()
+    assert number == 1
+    status = f.status(1)
+    started = next(e for e in status["events"] if e["kind"] == "started")
+    assert started["detail"]["beacon_committed"] is True
+    beacon = started["detail"]["beacon"]
+    assert _opens(f.id, 1, beacon, first["commitment"])
+    assert status["stage"] == "published"
+    during = f.task(0)
+    assert during["next_beacon"]["round"] == 2
+    second = during["next_beacon"]["commitment"]
+    assert second == started["detail"]["next_commitment"]
+    assert f.run_round() == 2
+    task = f.task(3)
+    assert task["committee"]["beacon"] != beacon  # a fresh beacon each round
+    assert _opens(f.id, 2, task["committee"]["beacon"], second)
+    for engine in f.engines.values():  # recorded by every daemon, first commitment kept
+        assert engine._commitment(1) == bytes.fromhex(first["commitment"])
+        assert engine._commitment(2) == bytes.fromhex(second)
+
+
+def test_a_beacon_redrawn_after_its_commitment_is_refused(
+    federation: Any, kit: Any, db_url: str
+) -> None:
+    f = federation
+    f.act()  # the daemons record round 1's commitment
+    engine = make_engine(db_url)
+    try:
+        with engine.begin() as conn:  # the coordinator changes round 1's beacon
+            conn.execute(
+                update(RoundBeacon)
+                .where(RoundBeacon.federation_id == f.id, RoundBeacon.round_number == 1)
+                .values(value=bytes(range(32)))
+            )
+    finally:
+        engine.dispose()
+    number = f.start_round()
+    f.act()
+    status = f.status(number)
+    assert status["uploads"]["sharing"] == []
+    refusals = [e for e in status["events"] if e["kind"] == "refusal"]
+    assert refusals
+    assert {e["detail"]["reason"] for e in refusals} == {"committee_mismatch"}
+    assert all("does not open the commitment" in e["detail"]["message"] for e in refusals)
+    assert status["stage"] == "failed"
+    for e in f.engines.values():
+        assert not (e.state.root / f"rounds/{number}/shares.json").exists()
+
+
+def test_a_daemon_keeps_the_first_commitment_and_ignores_malformed_ones(
+    federation: Any, kit: Any
+) -> None:
+    engine = federation.engines[2]
+    first, other = "11" * 32, "22" * 32
+    engine._record_beacon({"next_beacon": {"round": 7, "commitment": first}})
+    engine._record_beacon({"next_beacon": {"round": 7, "commitment": other}})
+    for bad in (
+        {"round": "x", "commitment": first},
+        {"round": 8},
+        {"round": 8, "commitment": "ab"},
+    ):
+        engine._record_beacon({"next_beacon": bad})
+    engine._beacon_log = None  # read back from the state directory
+    assert engine._commitment(7) == bytes.fromhex(first)
+    assert engine._commitment(8) is None
