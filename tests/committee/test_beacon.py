@@ -6,13 +6,15 @@
 * A coordinator that draws another beacon once the commitment is out (to grind the
   committee) is refused by every daemon that recorded it: nothing is shared.
 * A daemon keeps the first commitment it saw for a round.
+* A federation without a beacon drawn ahead (created before this mechanism) draws it at
+  the round's start, records ``beacon_committed: false``, and commits to the next one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
 from coordinator.db.engine import make_engine
 from coordinator.db.models import RoundBeacon
@@ -100,3 +102,27 @@ def test_a_daemon_keeps_the_first_commitment_and_ignores_malformed_ones(
     engine._beacon_log = None  # read back from the state directory
     assert engine._commitment(7) == bytes.fromhex(first)
     assert engine._commitment(8) is None
+
+
+def test_a_federation_without_a_drawn_beacon_draws_it_at_the_start(
+    federation: Any, kit: Any, db_url: str
+) -> None:
+    """A federation created before beacons were drawn ahead (no row): the round draws its
+    beacon when it starts, says so, and still commits to the next one."""
+    f = federation
+    engine = make_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(delete(RoundBeacon).where(RoundBeacon.federation_id == f.id))
+    finally:
+        engine.dispose()
+    assert f.task(0)["next_beacon"] is None
+    number = f.run_round()
+    status = f.status(number)
+    assert status["stage"] == "published"
+    started = next(e for e in status["events"] if e["kind"] == "started")
+    assert started["detail"]["beacon_committed"] is False
+    assert f.task(0)["next_beacon"]["commitment"] == started["detail"]["next_commitment"]
+    assert f.run_round() == 2
+    second = next(e for e in f.status(2)["events"] if e["kind"] == "started")
+    assert second["detail"]["beacon_committed"] is True
