@@ -196,15 +196,21 @@ class Engine:
         """Keep the first commitment seen for each future round (``next_beacon``).
 
         A coordinator that shows another commitment for the same round later is not
-        believed: the round's beacon must open the first one.
+        believed: the round's beacon must open the first one. Only the commitment to the
+        round after the task's (round 1 before any round) is taken, so announcements of
+        far-off rounds cannot push the recorded ones out.
         """
         announced = task.get("next_beacon")
         if not isinstance(announced, dict):
             return
+        current = task.get("round")
         try:
             number, commitment = int(announced["round"]), str(announced["commitment"])
             if len(bytes.fromhex(commitment)) != 32:
                 raise ValueError("not 32 bytes")
+            expected = 1 if current is None else int(current) + 1
+            if number != expected:
+                raise ValueError(f"for round {number}, not the next round {expected}")
         except (KeyError, TypeError, ValueError) as err:
             log.warning("ignoring a malformed beacon commitment (%s)", err)
             return

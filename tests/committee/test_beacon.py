@@ -91,17 +91,22 @@ def test_a_daemon_keeps_the_first_commitment_and_ignores_malformed_ones(
 ) -> None:
     engine = federation.engines[2]
     first, other = "11" * 32, "22" * 32
-    engine._record_beacon({"next_beacon": {"round": 7, "commitment": first}})
-    engine._record_beacon({"next_beacon": {"round": 7, "commitment": other}})
+    engine._record_beacon({"round": 6, "next_beacon": {"round": 7, "commitment": first}})
+    engine._record_beacon({"round": 6, "next_beacon": {"round": 7, "commitment": other}})
     for bad in (
         {"round": "x", "commitment": first},
-        {"round": 8},
-        {"round": 8, "commitment": "ab"},
+        {"round": 7},
+        {"round": 7, "commitment": "ab"},
+        {"round": 8, "commitment": other},  # not the round after the task's
+        {"round": 10**9, "commitment": other},  # would push the recorded ones out
     ):
-        engine._record_beacon({"next_beacon": bad})
+        engine._record_beacon({"round": 6, "next_beacon": bad})
+    engine._record_beacon({"round": None, "next_beacon": {"round": 2, "commitment": other}})
     engine._beacon_log = None  # read back from the state directory
     assert engine._commitment(7) == bytes.fromhex(first)
     assert engine._commitment(8) is None
+    assert engine._commitment(2) is None
+    assert engine._commitment(10**9) is None
 
 
 def test_a_federation_without_a_drawn_beacon_draws_it_at_the_start(
