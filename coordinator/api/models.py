@@ -352,8 +352,9 @@ class Task(_Model):
         default=0.0,
         ge=0,
         le=60,
-        description="Seconds to wait before the next task poll: 0 while there is something "
-        "to do now, otherwise participants / the coordinator's task_poll_rate (at most 60), "
+        description="Seconds to wait before the next task poll: 0 while an upload is due "
+        "(share, compute_*), otherwise participants / the coordinator's task_poll_rate "
+        "(at most 60), "
         "so that a large federation's polls stay within what the coordinator can absorb. "
         "Daemons poll no faster than their own interval and add a random spread.",
     )

@@ -298,7 +298,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
 
 #: The longest wait :func:`poll_after` suggests, whatever the federation's size.
 MAX_POLL_AFTER_S = 60.0
-_ACT_NOW = frozenset({"share", "compute_distances", "compute_sums", "fetch_outcome"})
+_ACT_NOW = frozenset({"share", "compute_distances", "compute_sums"})
 
 
 def poll_after(doc: Task, participants: int, rate: float) -> float:
@@ -307,8 +307,11 @@ def poll_after(doc: Task, participants: int, rate: float) -> float:
 
     ``participants`` is the federation's size (``n_participants``): if every waiting
     participant follows the hint, the federation makes about ``rate`` task polls per
-    second whatever its size. 0 when the action is to be done now (not yet uploaded),
-    so a stage's work is never delayed.
+    second whatever its size. 0 while the participant has an upload to make (its next
+    poll follows the upload at once). ``fetch_outcome`` gets the interval too: the daemon
+    fetches the outcome when it sees the action, and the task keeps saying so until the
+    next round starts, so without it every daemon would poll at its own pace between
+    rounds.
     """
     if doc.action in _ACT_NOW and not doc.uploaded:
         return 0.0

@@ -49,7 +49,7 @@ def test_the_hint_follows_the_round_and_the_rate(
         done = _task(h.sims[0])
         assert done["round"] == number
         assert done["action"] == "fetch_outcome"
-        assert done["poll_after_s"] == 0.0
+        assert done["poll_after_s"] == n / 2.0  # the daemon fetches at once, then waits
 
 
 def test_the_hint_is_capped(db_url: str, clock: Any, make_harness: Any) -> None:
@@ -87,7 +87,7 @@ def _doc(action: str, uploaded: bool) -> Task:
         ("compute_distances", False, 1000, 0.0),
         ("compute_sums", False, 1000, 0.0),
         ("compute_sums", True, 1000, 10.0),  # done: wait like the rest
-        ("fetch_outcome", False, 1000, 0.0),
+        ("fetch_outcome", False, 1000, 10.0),  # fetched at once; then wait
         ("wait", True, 100_000, 60.0),
         ("wait", True, 0, 0.01),
     ],
