@@ -46,7 +46,8 @@ class Settings(BaseSettings):
         le=1_000_000,
         description="Task polls per second that a federation's waiting participants should "
         "make in all: GET /me/task suggests poll_after_s = participants / task_poll_rate "
-        "(at most 60 s) to a participant with no upload due, so that the polling load "
+        "(at most 60 s, and at most a tenth of the federation's shortest stage deadline) "
+        "to a participant with no upload due, so that the polling load "
         "stays flat as a federation grows (1,000 participants: one poll each 10 s).",
     )
     enrollment_token_ttl_s: int = Field(

@@ -354,7 +354,7 @@ class Task(_Model):
         le=60,
         description="Seconds to wait before the next task poll: 0 while an upload is due "
         "(share, compute_*), otherwise participants / the coordinator's task_poll_rate "
-        "(at most 60), "
+        "(at most 60, and at most a tenth of the shortest stage deadline), "
         "so that a large federation's polls stay within what the coordinator can absorb. "
         "Daemons poll no faster than their own interval and add a random spread.",
     )

@@ -234,7 +234,13 @@ def task(
     config = _config(session, driver, participant)
     doc = views.task(session, participant, config)
     session.rollback()  # release the connection in this thread (deps.get_session)
-    doc.poll_after_s = views.poll_after(doc, config.n_participants, settings.task_poll_rate)
+    d = config.deadlines
+    doc.poll_after_s = views.poll_after(
+        doc,
+        config.n_participants,
+        settings.task_poll_rate,
+        min(d.sharing_s, d.distances_s, d.aggregation_s),
+    )
     return doc
 
 

@@ -301,9 +301,12 @@ MAX_POLL_AFTER_S = 60.0
 _ACT_NOW = frozenset({"share", "compute_distances", "compute_sums"})
 
 
-def poll_after(doc: Task, participants: int, rate: float) -> float:
+def poll_after(
+    doc: Task, participants: int, rate: float, shortest_deadline_s: float = float("inf")
+) -> float:
     """Seconds before ``doc``'s participant should poll again: ``participants / rate``,
-    at most 60.
+    at most 60 s and at most a tenth of the federation's shortest stage deadline (so a
+    member learns of a coded stage long before it closes).
 
     ``participants`` is the federation's size (``n_participants``): if every waiting
     participant follows the hint, the federation makes about ``rate`` task polls per
@@ -315,7 +318,8 @@ def poll_after(doc: Task, participants: int, rate: float) -> float:
     """
     if doc.action in _ACT_NOW and not doc.uploaded:
         return 0.0
-    return round(min(MAX_POLL_AFTER_S, max(participants, 1) / rate), 3)
+    cap = min(MAX_POLL_AFTER_S, shortest_deadline_s / 10)
+    return round(min(cap, max(participants, 1) / rate), 3)
 
 
 def _first_beacon(

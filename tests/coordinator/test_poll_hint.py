@@ -54,8 +54,10 @@ def test_the_hint_follows_the_round_and_the_rate(
 
 def test_the_hint_is_capped(db_url: str, clock: Any, make_harness: Any) -> None:
     with TestClient(create_app(make_settings(db_url, task_poll_rate=0.001), clock=clock)) as c:
-        h = make_harness(c)
-        assert _task(h.sims[0])["poll_after_s"] == MAX_POLL_AFTER_S == 60.0
+        h = make_harness(c)  # stage deadlines of 60 s: a tenth of them, under the 60 s cap
+        assert h.federation["config"]["deadlines"]["distances_s"] == 60
+        assert _task(h.sims[0])["poll_after_s"] == 6.0
+    assert MAX_POLL_AFTER_S == 60.0
 
 
 def _doc(action: str, uploaded: bool) -> Task:
@@ -94,6 +96,14 @@ def _doc(action: str, uploaded: bool) -> Task:
 )
 def test_poll_after(action: str, uploaded: bool, participants: int, expected: float) -> None:
     assert poll_after(_doc(action, uploaded), participants, 100.0) == expected
+
+
+def test_the_hint_stays_well_inside_the_shortest_deadline() -> None:
+    wait = _doc("wait", True)
+    assert poll_after(wait, 1000, 100.0, shortest_deadline_s=30.0) == 3.0
+    assert poll_after(wait, 1000, 100.0, shortest_deadline_s=600.0) == 10.0
+    assert poll_after(wait, 100_000, 100.0, shortest_deadline_s=3600.0) == 60.0
+    assert poll_after(_doc("share", False), 1000, 100.0, shortest_deadline_s=30.0) == 0.0
 
 
 @pytest.mark.parametrize("hint", [None, "10", True, float("nan"), float("inf"), -5.0, 0.0, 0.5])
