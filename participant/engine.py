@@ -57,8 +57,7 @@ log = logging.getLogger(__name__)
 ENDED = frozenset({"published", "failed", "aborted"})
 #: 409 codes that mean "the round moved on without you": poll again, do not stop.
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
-#: Where the daemon records beacon commitments (round -> hex), and how many rounds back.
-BEACONS = "beacons.json"
+#: How many rounds back the daemon keeps recorded beacon commitments (StateDir.BEACONS).
 KEEP_BEACONS = 8
 #: The longest wait the daemon takes from the coordinator's ``poll_after_s`` hint.
 MAX_POLL_AFTER_S = 60.0
@@ -189,7 +188,7 @@ class Engine:
     # -- beacon commitments (docs/protocol.md section 11) ------------------------------------
     def _beacons(self) -> dict[str, str]:
         if self._beacon_log is None:
-            self._beacon_log = dict(self.state.read_object(BEACONS, {}))
+            self._beacon_log = dict(self.state.read_object(StateDir.BEACONS, {}))
         return self._beacon_log
 
     def _record_beacon(self, task: dict[str, Any]) -> None:
@@ -224,7 +223,7 @@ class Engine:
         known[str(number)] = commitment
         for old in [k for k in known if int(k) < number - KEEP_BEACONS]:
             del known[old]
-        self.state.write_json(BEACONS, known)
+        self.state.write_json(StateDir.BEACONS, known)
 
     def _commitment(self, number: int) -> bytes | None:
         """The commitment to round ``number``'s beacon recorded before it started, if any."""

@@ -161,6 +161,7 @@ class StateDir:
     IDENTITY = "identity.json"
     KEY = "x25519.key"
     PROGRESS = "progress.json"
+    BEACONS = "beacons.json"  # beacon commitments recorded before their rounds
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -314,7 +315,7 @@ class StateDir:
         identity = self.identity()
         self.private_key()
         self.progress()
-        self.read_object("beacons.json", default={})
+        self.read_object(self.BEACONS, default={})
         for number in self.round_numbers():
             self.read_object(f"rounds/{number}/progress.json", default={})
         return identity

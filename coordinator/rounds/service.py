@@ -195,8 +195,11 @@ def _draw(
     size = config.crypto.committee_size
     if size is None or not beacons.uses_committee(config) or not roster:
         return None, None, False, None
-    committed = beacons.drawn(session, federation_id, number) is not None
-    beacon = beacons.draw_ahead(session, federation_id, number, now)
+    earlier = beacons.drawn(session, federation_id, number)
+    committed = earlier is not None
+    beacon = (
+        earlier if earlier is not None else beacons.draw_ahead(session, federation_id, number, now)
+    )
     committee = round_committee(federation_id, number, roster, beacon, size)
     following = number + 1
     next_commitment = None
