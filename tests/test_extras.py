@@ -169,3 +169,32 @@ def test_pip_installs_no_other_role(tmp_path: Path) -> None:
         "galois",
     }
     assert not web & participant
+
+
+def test_wheel_holds_only_the_deployed_parts(tmp_path: Path) -> None:
+    """bench/, demo/ (and the demo's data sets) and tests/ never land in site-packages."""
+    import zipfile
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (wheel,) = tmp_path.glob("secfpp-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        top = {name.split("/")[0] for name in archive.namelist()}
+    packages = {name for name in top if not name.endswith((".dist-info", ".data"))}
+    assert packages == {"coordinator", "crypto", "migrations", "participant"}
