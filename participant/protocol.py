@@ -31,6 +31,7 @@ from crypto.refusal import (
     check_distance_request,
     distance_request_digest,
 )
+from crypto.rerandomize import rerandomized_distances
 from crypto.rng import RandomSource
 from crypto.secpc import ReferenceSets, coded_distances
 from crypto.transport import (
@@ -330,14 +331,27 @@ def distance_request(task: Mapping[str, Any]) -> ReferenceSets:
 
 
 def distance_payload(
-    task: Mapping[str, Any], opened: OpenedShares, params: CryptoParams
+    task: Mapping[str, Any],
+    opened: OpenedShares,
+    params: CryptoParams,
+    zeros: OpenedShares | None = None,
 ) -> tuple[bytes, str]:
-    """Packed coded distances and the request digest; raises RefusalError first if unsafe."""
+    """Packed coded distances and the request digest; raises RefusalError first if unsafe.
+
+    With ``zeros`` (the opened zero-sharing contributions, :mod:`participant.rerandomize`)
+    the result is re-randomized (:func:`crypto.rerandomize.rerandomized_distances`), and a
+    present participant whose contribution did not open is refused like a missing share.
+    """
     refs = distance_request(task)
+    have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
     check_distance_request(
-        refs, have_shares_from=opened.shares, min_reference_size=params.min_reference_size
+        refs, have_shares_from=have, min_reference_size=params.min_reference_size
     )
-    values = coded_distances(params.clustering_field.field, opened.shares, refs)
+    field = params.clustering_field.field
+    if zeros is None:
+        values = coded_distances(field, opened.shares, refs)
+    else:
+        values = rerandomized_distances(field, opened.shares, zeros.shares, refs)
     if values.size != int(task["distances"]["result_length"]):
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))
