@@ -285,3 +285,67 @@ def test_rerandomize_refuses_bad_contributions() -> None:
     with pytest.raises(ParameterError, match="max_clusters"):
         output_bound(10, 0)
     assert output_bound(100, 8) == 100 * 16 + 28
+
+
+def _collusion_attack(rerandomized: bool) -> tuple[list[int], list[int]]:
+    """Colluding recipients 0 and 1 (T = 2) with the coordinator, and participant 0, who
+    shares the zero vector with zero masks. For ``S`` the honest cluster, ``X = sum_S x``,
+    the decoded ``h(z) = |U_S(z)|**2``; over the Lagrange basis of ``{beta_1, alpha_0,
+    alpha_1}``, ``U_S = X l_0 + sum_c U_S(alpha_c) l_c`` (the colluders received
+    ``U_S(alpha_c)``), so ``h - |sum_c U_S(alpha_c) l_c|**2 - |X|**2 l_0**2`` equals
+    ``2 l_0 sum_c l_c <X, U_S(alpha_c)>``: two evaluations give the inner products of the
+    honest sum with two known vectors. Returns (recovered, true) inner products."""
+    field = PrimeField(2**61 - 1)
+    p = field.prime
+    code = LagrangeCode(field, k=1, t=2, n=7)  # degree 4, threshold 5
+    rng = DeterministicRandom(b"collusion" + bytes([rerandomized]))
+    honest = (2, 3, 4, 5, 6)
+    refs = ReferenceSets(tuple(range(7)), ((0, (0, 1)), (1, honest)))
+    x = {i: field.asarray(np.random.default_rng(i).integers(0, 1000, 3)) for i in honest}
+    shares = {i: code.share(x[i], rng) for i in honest}
+    shares[0] = np.zeros((7, 3), dtype=np.int64)  # the colluding participant: u_0 = 0
+    shares[1] = code.share(field.asarray([1, 2, 3]), rng)
+    zeros = ZeroSharing(code)
+    contributions = {i: zeros.contribute(refs.result_length, rng) for i in honest}
+    contributions[0] = contributions[1] = np.zeros((7, refs.result_length), dtype=np.int64)
+    results = {}
+    for j in range(7):
+        mine = {i: shares[i][j] for i in range(7)}
+        received = {i: contributions[i][j] for i in range(7)}
+        results[j] = (
+            rerandomized_distances(field, mine, received, refs)
+            if rerandomized
+            else coded_distances(field, mine, refs)
+        )
+    output = 1  # delta(0, S = cluster 1): row 0, second set
+    w = [20, 21]
+    values = _interpolate(code, results, [1, *w])[:, output]
+    norm_x = int(values[0])  # |X|**2: the legitimate output, since u_0(beta_1) = 0
+    known = {c: field.sum(np.vstack([shares[i][c] for i in honest]), axis=0) for c in (0, 1)}
+    basis = lagrange_matrix([1, code.alpha(0), code.alpha(1)], w, p)  # (2, 3)
+    rows, rhs = [], []
+    for n in range(len(w)):
+        l0, l1, l2 = (int(v) for v in basis[n])
+        k = [(int(known[0][i]) * l1 + int(known[1][i]) * l2) % p for i in range(3)]
+        remainder = (int(values[n + 1]) - sum(v * v for v in k) - norm_x * l0 * l0) % p
+        rows.append([2 * l0 * l1 % p, 2 * l0 * l2 % p])
+        rhs.append(remainder)
+    det = (rows[0][0] * rows[1][1] - rows[0][1] * rows[1][0]) % p
+    inv = pow(det, p - 2, p)
+    a0 = (rhs[0] * rows[1][1] - rows[0][1] * rhs[1]) * inv % p
+    a1 = (rows[0][0] * rhs[1] - rhs[0] * rows[1][0]) * inv % p
+    total = [sum(int(x[i][m]) for i in honest) % p for m in range(3)]
+    truth = [sum(t * int(known[c][m]) for m, t in enumerate(total)) % p for c in (0, 1)]
+    return [a0, a1], truth
+
+
+def test_colluders_read_inner_products_of_an_honest_sum_on_the_plain_path() -> None:
+    """The attack the re-randomization stops: exact on main's path."""
+    recovered, truth = _collusion_attack(rerandomized=False)
+    assert recovered == truth
+
+
+def test_colluders_learn_nothing_from_the_rerandomized_polynomial() -> None:
+    recovered, truth = _collusion_attack(rerandomized=True)
+    assert recovered[0] != truth[0]
+    assert recovered[1] != truth[1]
