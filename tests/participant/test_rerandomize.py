@@ -1,9 +1,9 @@
 """The participant's half of the re-randomized distance stage, with real sealing.
 
-Every participant builds its sharing upload (prompt shares, :func:`share_body`) and its
-zero-sharing envelopes (:func:`zero_envelopes`); each recipient opens its inbox as the
-daemon does (:func:`open_inbox`) and answers with :func:`distance_payload` ``(zeros=...)``;
-the coordinator's decode of the packed results equals today's path and the plaintext.
+Every participant builds its sharing upload (:func:`share_body`: prompt shares and, as the
+task asks, zero-sharing envelopes); each recipient opens its inbox as the daemon does
+(:func:`open_inbox`) and answers with :func:`distance_payload` ``(zeros=...)``; the
+coordinator's decode of the packed results equals today's path and the plaintext.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from participant.protocol import OpenedShares, distance_payload, open_inbox, sha
 from participant.rerandomize import (
     ZERO_CONTEXT_STAGE,
     ZERO_KIND,
-    zero_envelopes,
+    rerandomizes,
     zero_sharing_length,
 )
 
@@ -53,7 +53,13 @@ def _task(refs: ReferenceSets) -> dict[str, Any]:
                     "context_stage": "sharing-prompt",
                     "prime": prime,
                     "vector_length": R,
-                }
+                },
+                {
+                    "kind": ZERO_KIND,
+                    "context_stage": ZERO_CONTEXT_STAGE,
+                    "prime": prime,
+                    "vector_length": zero_sharing_length(PARAMS),
+                },
             ],
         },
         "distances": {
@@ -74,7 +80,7 @@ def _inboxes(task: dict[str, Any], senders: list[int]) -> dict[int, dict[str, An
         ring = KeyRing(KEYS[i].private)
         common = {"params": PARAMS, "federation_id": FED, "index": i, "private_key": ring}
         body = share_body(task, **common, reduced=VECTORS[i], update=None, rng=RNG)
-        for env in body["envelopes"] + zero_envelopes(task, **common, rng=RNG):
+        for env in body["envelopes"]:
             boxes[env["recipient"]]["envelopes"].append({"sender": i, **env})
     return boxes
 
@@ -150,3 +156,26 @@ def test_zero_envelopes_do_not_open_as_prompt_shares() -> None:
         "envelopes": [{**e, "kind": "prompt"} for e in box["envelopes"] if e["kind"] == ZERO_KIND],
     }
     assert _open(replayed, 0, "prompt").failed == (2,)
+
+
+def test_the_choice_comes_from_the_federation_config() -> None:
+    assert rerandomizes({"crypto": {"rerandomize_distances": True}})
+    assert not rerandomizes({"crypto": {"rerandomize_distances": 1}})
+    assert not rerandomizes({"crypto": {}})
+
+
+def test_a_zero_sharing_of_another_length_is_refused_before_sharing() -> None:
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    task = _task(refs)
+    task["sharing"]["envelopes"][1]["vector_length"] = 5
+    with pytest.raises(ValueError, match="zero-sharing has"):
+        share_body(
+            task,
+            params=PARAMS,
+            federation_id=FED,
+            index=0,
+            private_key=KEYS[0].private,
+            reduced=VECTORS[0],
+            update=None,
+            rng=RNG,
+        )
