@@ -54,6 +54,15 @@ class FieldSpecModel(_Frozen):
     clip: float = Field(gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
 
 
+_RERANDOMIZE = (
+    "Re-randomize the decoded distance polynomial (docs/protocol.md section 4): each "
+    "participant also sends every recipient a sealed zero-sharing sized by N * 2 max_clusters "
+    "+ max_clusters (max_clusters - 1) / 2 elements, so the coordinator sees only the "
+    "distances, not the rest of the degree-2 polynomial. Costs sharing traffic: about +0.12 GB "
+    "per round at N = 100, +45 GB at N = 1,000."
+)
+
+
 class CryptoConfig(_Frozen):
     """The resolved :class:`~crypto.params.CryptoParams` (without ``n_participants``)."""
 
@@ -82,11 +91,7 @@ class CryptoConfig(_Frozen):
     rerandomize_distances: bool = Field(
         default=False,
         strict=True,
-        description="Re-randomize the decoded distance polynomial (docs/protocol.md section 4): "
-        "each participant also sends every recipient a sealed zero-sharing sized by "
-        "N * 2 max_clusters + max_clusters (max_clusters - 1) / 2 elements, so the coordinator "
-        "sees only the distances, not the rest of the degree-2 polynomial. Costs sharing "
-        "traffic: about +0.12 GB per round at N = 100, +45 GB at N = 1,000.",
+        description=_RERANDOMIZE,
     )
     committee_size: int | None = Field(
         default=None,
@@ -150,11 +155,7 @@ class Tolerance(_Frozen):
     rerandomize_distances: bool = Field(
         default=False,
         strict=True,
-        description="Re-randomize the decoded distance polynomial (docs/protocol.md section 4): "
-        "each participant also sends every recipient a sealed zero-sharing sized by "
-        "N * 2 max_clusters + max_clusters (max_clusters - 1) / 2 elements, so the coordinator "
-        "sees only the distances, not the rest of the degree-2 polynomial. Costs sharing "
-        "traffic: about +0.12 GB per round at N = 100, +45 GB at N = 1,000.",
+        description=_RERANDOMIZE,
     )
     committee_size: int | None = Field(
         default=None,

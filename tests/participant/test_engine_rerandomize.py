@@ -8,61 +8,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from crypto.rng import DeterministicRandom
 from participant import engine as engine_module
 from participant import protocol
-from participant.client import CoordinatorClient
-from participant.engine import Engine
-from participant.enrollment import enroll
-from participant.state import StateDir
-from tests.participant.test_engine import ADMIN, DIM, N_CTX, GroupTrainer, N, R, drive, http
+from tests.participant.test_engine import ADMIN, N, drive, http, make_engines
 
 __all__ = ["http"]
-
-
-def _engines(client: TestClient, tmp_path: Path, rerandomize: bool) -> tuple[str, list[Engine]]:
-    body: dict[str, Any] = {
-        "name": "engine-rerandomize",
-        "strategy": "secfpp",
-        "n_participants": N,
-        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
-        "tolerance": {
-            "reduced_dim": R,
-            "dropout_fraction": 0.375,
-            "collusion_fraction": 0.125,
-            "rerandomize_distances": rerandomize,
-        },
-        "rounds": {"warmup_rounds": 0, "lr_global": 1.0},
-    }
-    r = client.post("/v1/federations", json=body, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    fid = r.json()["id"]
-    assert r.json()["config"]["crypto"]["rerandomize_distances"] is rerandomize
-    tokens = client.post(
-        f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN
-    ).json()["tokens"]
-    engines = []
-    for n, token in enumerate(tokens):
-        state = StateDir(tmp_path / f"p{n}")
-        api = CoordinatorClient(client)
-        ident = enroll(
-            api,
-            state,
-            coordinator_url="http://testserver",
-            enrollment_token=token,
-            display_name=f"org-{n}",
-            ca_bundle=None,
-            rng=DeterministicRandom(n),
-        )
-        engine = Engine(
-            api,
-            state,
-            GroupTrainer(ident["index"]),
-            rng=DeterministicRandom(f"e{n}"),
-            sleep=lambda s: None,
-        )
-        engines.append(engine)
-    return fid, engines
 
 
 def test_rerandomized_rounds_publish_and_find_the_groups(
@@ -76,7 +26,9 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
         return protocol.distance_payload(task, opened, params, zeros=zeros)
 
     monkeypatch.setattr(engine_module, "distance_payload", recording)
-    fid, engines = _engines(http, tmp_path, rerandomize=True)
+    fid, engines = make_engines(http, tmp_path, rerandomize_distances=True)
+    config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
+    assert config["crypto"]["rerandomize_distances"] is True
     for _ in range(2):
         number = drive(http, fid, engines)
         status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
@@ -94,7 +46,9 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
 
 
 def test_without_the_switch_no_zero_envelopes_are_asked(http: TestClient, tmp_path: Path) -> None:
-    fid, engines = _engines(http, tmp_path, rerandomize=False)
+    fid, engines = make_engines(http, tmp_path)
+    config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
+    assert config["crypto"]["rerandomize_distances"] is False
     number = drive(http, fid, engines)
     status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
     assert status["stage"] == "published", status["failure_reason"]
