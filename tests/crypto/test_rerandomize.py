@@ -349,3 +349,34 @@ def test_colluders_learn_nothing_from_the_rerandomized_polynomial() -> None:
     recovered, truth = _collusion_attack(rerandomized=True)
     assert recovered[0] != truth[0]
     assert recovered[1] != truth[1]
+
+
+def test_known_limit_a_contributor_that_does_not_vanish_shifts_outputs_undetected() -> None:
+    """docs/protocol.md section 9: a contribution is a polynomial of the right degree but
+    not zero at the data point; the results stay a codeword, so nothing is rejected and
+    every output moves by the contributor's chosen offset (integrity, not privacy)."""
+    n = 9
+    code, spec = _params_code(n, t=2)
+    vectors = np.random.default_rng(13).normal(0, 1, (n, 4))
+    refs = ReferenceSets(tuple(range(n)), ((0, tuple(range(n))),))
+    q = {i: quantize(vectors[i], code.field, bits=spec.bits, clip=spec.clip) for i in range(n)}
+    rng = DeterministicRandom(b"offset")
+    shares = {i: code.share(q[i], rng) for i in range(n)}
+    contributions = {i: ZeroSharing(code).contribute(refs.result_length, rng) for i in range(n)}
+    offset = 7 * spec.scale**2 * n**2  # +7.0 on every squared point-centre distance
+    contributions[4] = code.field.add(
+        contributions[4], np.full_like(contributions[4], offset)
+    )  # a constant polynomial: degree 0 <= d, value `offset` everywhere
+    results = {
+        j: rerandomized_distances(
+            code.field,
+            {i: shares[i][j] for i in range(n)},
+            {i: contributions[i][j] for i in range(n)},
+            refs,
+        )
+        for j in range(n)
+    }
+    got, decoded = decode_distances(code, results, refs, spec)
+    assert decoded.rejected == ()
+    real = {i: dequantize(q[i], code.field, bits=spec.bits) for i in range(n)}
+    np.testing.assert_allclose(got.point, plaintext_distances(real, refs).point + 7.0, rtol=1e-9)
