@@ -42,6 +42,10 @@ public bound :func:`output_bound` and the recipient uses its first ``result_leng
 entries (the first entries of independent uniform zero-sharings are independent uniform
 zero-sharings).
 
+**Integrity limit.** A recipient cannot check that a contribution vanishes at the data
+points: a malicious contributor's polynomial of the right degree with another value there
+shifts every output by that value, undetected (docs/protocol.md section 9).
+
 **Drawing a zero-sharing** (:meth:`ZeroSharing.contribute`): like
 :meth:`crypto.lcc.LagrangeCode.share`, fix ``F = d + 1 - K`` evaluations uniformly at
 random, ``rho(alpha_0..alpha_{F-1})``, and get the others by Lagrange interpolation through
