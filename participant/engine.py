@@ -47,6 +47,7 @@ from participant.protocol import (
     round_committee,
     share_body,
 )
+from participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
 from participant.state import StateDir
 
 __all__ = ["Engine", "TrainOutput", "Trainer"]
@@ -379,6 +380,9 @@ class Engine:
         if kind == "prompt":
             prime = self.params.clustering_field.prime
             length = self.params.clustering_lcc().chunk_length(self.params.reduced_dim)
+        elif kind == ZERO_KIND:
+            prime = self.params.clustering_field.prime
+            length = zero_sharing_length(self.params)
         else:
             prime = self.params.aggregation_field.prime
             size = _aggregation_length(self.config)
@@ -440,12 +444,19 @@ class Engine:
         if payload is None:
             kind = "prompt" if stage == "distances" else "update"
             opened = self._opened(task, number, kind)
-            build = distance_payload if stage == "distances" else aggregation_payload
+            failed = opened.failed
             try:
-                payload, digest = build(task, opened, self.params)
+                if stage != "distances":
+                    payload, digest = aggregation_payload(task, opened, self.params)
+                elif rerandomizes(self.config):  # the federation's choice, not the task's
+                    zeros = self._opened(task, number, ZERO_KIND)
+                    failed = tuple(sorted(set(failed) | set(zeros.failed)))
+                    payload, digest = distance_payload(task, opened, self.params, zeros=zeros)
+                else:
+                    payload, digest = distance_payload(task, opened, self.params)
                 check_same_request(answered, digest)
             except RefusalError as exc:
-                blamed = opened.failed if exc.reason == "missing_share" else ()
+                blamed = failed if exc.reason == "missing_share" else ()
                 self._refuse(number, stage, progress, request, exc, blamed=blamed)
                 return
             self.state.write_bytes(payload_path, payload)
