@@ -110,8 +110,9 @@ def test_committee_size_follows_the_fractions(n: int, fc: float, fd: float, expe
 
 def test_no_safe_committee_and_no_all_to_all_code_is_refused() -> None:
     assert committee_size(130, collusion_fraction=0.45) == 130  # no c < N is safe
-    with pytest.raises(ParameterError, match="'collusion_fraction'"):
-        plan_committee(130, collusion_fraction=0.45)  # and for_federation refuses N = 130
+    with pytest.raises(ParameterError, match=r"'dropout_fraction'.*largest safe"):
+        # and for_federation refuses N = 130 with 58 colluders and 32 dropouts
+        plan_committee(130, collusion_fraction=0.45, dropout_fraction=0.25)
 
 
 @pytest.mark.parametrize("c", range(64, 420, 7))
@@ -119,8 +120,8 @@ def test_committee_codes_keep_majority_thresholds(c: int) -> None:
     t, d = committee_threshold(c, 0.25)
     assert d == math.floor(0.25 * c)
     assert 2 * t + 1 <= c - d < 2 * t + 3  # the largest T that fits the distance stage
-    assert 2 * (2 * t + 1) > c
-    assert 2 * (c - d) > c
+    assert 2 * (2 * t + 1) - t > c  # equivocation with T colluding members (2R - T > c)
+    assert 2 * (c - d) - t > c
 
 
 @pytest.mark.parametrize("n", [10, 100, 128])
@@ -175,10 +176,10 @@ def test_for_federation_uses_the_committee_codes_when_asked() -> None:
 
 
 def test_committee_params_check_thresholds_against_the_committee() -> None:
-    """A committee code whose threshold is not above c/2 is refused, naming c."""
+    """A committee code whose threshold has 2R - T <= c is refused, naming c."""
     base = CryptoParams.for_federation(12, collusion_fraction=0.2, committee=7)
-    with pytest.raises(ParameterError, match=r"committee_size.*more than c"):
-        dataclasses.replace(base, aggregation_code=CodeSpec(k=1, t=2))  # R = 3 <= 7 / 2
+    with pytest.raises(ParameterError, match=r"2R - T > c \(committee_size\)"):
+        dataclasses.replace(base, aggregation_code=CodeSpec(k=2, t=2))  # 2*4 - 2 = 6 <= 7
     with pytest.raises(ParameterError, match=r"needs c \(committee_size\) >= "):
         dataclasses.replace(base, aggregation_code=CodeSpec(k=6, t=2))  # R = 8 > 7
 
