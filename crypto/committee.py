@@ -316,12 +316,16 @@ def plan_committee(
     """The :class:`CommitteePlan` for ``size`` (default :func:`committee_size`).
 
     A full committee (``size == N``) gets the codes of ``CryptoParams.for_federation`` (and
-    its refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c = max(F, ceil(floor(N/2)/2))``. A
+    its refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c`` =
+    :func:`~crypto.params.distance_colluders`; when it was chosen automatically because no
+    smaller committee is equivocation-safe at ``f_d`` and all-to-all fails too, the refusal
+    names ``dropout_fraction``. A
     smaller one gets ``T = T_c = T_a = floor((c-D-1)/2)`` with ``D = floor(f_d c)``, and is
     refused (:class:`ParameterError` naming ``size``) unless ``P[X > T] < 2**-security_bits``.
     """
     n = n_participants
     f = population_colluders(n, collusion_fraction)
+    automatic = size is None
     if size is None:
         size = committee_size(
             n,
@@ -332,9 +336,27 @@ def plan_committee(
     if not isinstance(size, int) or not 3 <= size <= n:
         raise ParameterError("size", f"must be an int in [3, {n}], not {size!r}")
     if size == n:  # today's codes, with for_federation's checks and errors
-        params = CryptoParams.for_federation(
-            n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
-        )
+        try:
+            params = CryptoParams.for_federation(
+                n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
+            )
+        except ParameterError as error:
+            if not (automatic and n > FULL_COMMITTEE_MAX and dropout_fraction is not None):
+                raise
+            if any(
+                _committee_safe(c, math.floor(dropout_fraction * c))
+                for c in range(MIN_COMMITTEE, n)
+            ):
+                raise
+            limit = _committee_safe_dropouts(n - 1)
+            raise ParameterError(
+                "dropout_fraction",
+                f"= {dropout_fraction}: no committee of {MIN_COMMITTEE} to {n - 1} members has "
+                "thresholds with 2R - T > c (equivocation; committees tolerate f_d up to about "
+                f"1/3, at c = {n - 1} the largest safe is {limit}/{n - 1} = "
+                f"{limit / (n - 1):.6g}), and all {n} participants cannot share to each other "
+                f"either: {error}",
+            ) from error
         clustering, aggregation = params.clustering_code, params.aggregation_code
         dropouts = params.aggregation_dropouts
     else:

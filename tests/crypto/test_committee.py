@@ -398,3 +398,17 @@ def test_the_announced_beacon_must_open_the_recorded_commitment() -> None:
     for wrong in (beacon_commitment("fed", 3, beacon), bytes(32), good[:16]):
         with pytest.raises(CommitteeMismatchError, match="does not open the commitment"):
             check_announced_committee(**check, commitment=wrong)
+
+
+def test_equivocation_bound_grows_or_refuses_committees_above_a_third_dropouts() -> None:
+    """2R - T > c holds for committee codes up to f_d of about 1/3 (docs/scale.md): at
+    f_d = 0.35 no committee below N = 1000 is safe, so the plan is all-to-all (main drew 607
+    members, whose thresholds two groups sharing only colluders could both reach); at
+    N = 10,000 all-to-all overflows as well and the refusal names dropout_fraction."""
+    assert committee_size(1000, dropout_fraction=0.33) == 553  # unchanged from main
+    assert plan_committee(1000, dropout_fraction=0.35).full
+    with pytest.raises(ParameterError, match=r"'dropout_fraction'.*no committee of 64 to 9999"):
+        plan_committee(10000, collusion_fraction=0.1, dropout_fraction=0.35)
+    with pytest.raises(ParameterError, match=r"largest safe dropout_fraction is 0/5 "):
+        committee_threshold(5, 0.25)  # T = 1, R_c = 3: 2*3 - 1 = 5 <= c
+    assert committee_threshold(5, None) == (2, 0)

@@ -162,9 +162,10 @@ def _split_with_colluders(n: int, colluders: int, threshold: int) -> tuple[list[
 
 def _aggregation_equivocation(
     code: LagrangeCode, spec: FieldSpec, colluders: int, *, seed: int
-) -> tuple[list[np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray], tuple, tuple]:
+) -> tuple[list[np.ndarray], list[np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
     """Request A sums everybody, request B everybody but the last participant (honest).
-    Returns the quantized updates and the answers of group A and group B."""
+    Returns the quantized updates, their shares (row j: participant j's share) and the
+    answers of group A and group B."""
     n, d = code.n, 7
     rng = np.random.default_rng(seed)
     updates = [
@@ -182,7 +183,7 @@ def _aggregation_equivocation(
             answers_a[j] = member_sums(spec.field, mine, first)[0]
         if j in group_b:
             answers_b[j] = member_sums(spec.field, mine, second)[0]
-    return updates, answers_a, answers_b, first, second
+    return updates, shares, answers_a, answers_b
 
 
 def test_equivocation_with_colluders_isolates_one_update_at_the_old_parameters() -> None:
@@ -198,12 +199,11 @@ def test_equivocation_with_colluders_isolates_one_update_at_the_old_parameters()
     old = LagrangeCode(spec.field, 12, colluders, n)  # what main derived for f_d = 0.45
     assert old.recovery_threshold(1) == 22
     assert not equivocation_safe(22, colluders=colluders, points=n)
-    updates, a, b, first, second = _aggregation_equivocation(old, spec, colluders, seed=5)
+    updates, _, a, b = _aggregation_equivocation(old, spec, colluders, seed=5)
     assert (len(a), len(b)) == (22, 28)
     assert set(a) & set(b) == set(range(colluders))
     sum_a = old.decode(a, degree=1).values.reshape(-1)[:7]
     sum_b = old.decode(b, degree=1).values.reshape(-1)[:7]
-    assert set(first[0]) - set(second[0]) == {n - 1}
     np.testing.assert_array_equal(spec.field.sub(sum_a, sum_b), updates[n - 1])
 
     # The largest fraction the refusal names is accepted; the coordinator's best split then
@@ -212,7 +212,7 @@ def test_equivocation_with_colluders_isolates_one_update_at_the_old_parameters()
     assert (safe.aggregation_dropouts, safe.colluders) == (13, colluders)
     code = safe.aggregation_lcc()
     assert equivocation_safe(code.recovery_threshold(1), colluders=colluders, points=n)
-    _, a, b, _, _ = _aggregation_equivocation(code, spec, colluders, seed=5)
+    _, _, a, b = _aggregation_equivocation(code, spec, colluders, seed=5)
     assert len(a) == code.recovery_threshold(1) > len(b)
     code.decode(a, degree=1)
     with pytest.raises(DecodeError, match="need"):
@@ -350,3 +350,57 @@ def test_small_federations_keep_a_safe_default() -> None:
         CryptoParams.for_federation(2, reduced_dim=4)
     with pytest.raises(ParameterError, match=r"'collusion_fraction'.*at most 3 colluders"):
         CryptoParams.for_federation(8, reduced_dim=4, collusion_fraction=0.5)
+
+
+def test_known_limit_a_short_group_still_yields_d_functionals_of_one_update() -> None:
+    """docs/protocol.md section 9: 2R - T > N stops a second *decode*, not partial
+    information. N = 12 at the defaults (T = 3, D = 3, K_a = 6, R_a = 9, accepted): the
+    colluders 0-2 answer both requests, 3-8 answer A (everybody: decoded), 9-11 answer B
+    (everybody but participant 11). From its view alone the coordinator computes D = 3
+    independent linear combinations of the K_a = 6 chunks of participant 11's update,
+    exactly (per chunk position). Closing this needs agreement on the request before any
+    participant answers (section 9); the test pins the documented size of the leak."""
+    n = 12
+    params = CryptoParams.for_federation(n, reduced_dim=4)
+    code, spec = params.aggregation_lcc(), params.aggregation_field
+    t, k, dropouts = code.t, code.k, params.aggregation_dropouts
+    assert (t, k, dropouts, code.recovery_threshold(1)) == (3, 6, 3, 9)
+    updates, shares, a, b = _aggregation_equivocation(code, spec, t, seed=21)
+    field = spec.field
+    assert sorted(set(b) - set(a)) == [9, 10, 11]
+    decoded = code.decode(a, degree=1).values  # (K, L): the chunks of sum A
+    masks_a = np.vstack([a[c] for c in range(t)])  # f_A(alpha_0..T-1): colluders' answers
+    masks_j = shares[n - 1][:t]  # colluders' own shares of participant 11's update
+    rows = [j - t for j in (9, 10, 11)]
+    matrix = code.encoding_matrix[rows]  # (D, K + T): B[j, m] = l_m(alpha_j)
+    f_a = field.matmul(matrix, np.vstack([decoded, masks_a]))  # f_A(alpha_9..11)
+    seen = field.sub(  # f_A - f_B = u_11 at alpha_9..11, minus its masks' part
+        field.sub(f_a, np.vstack([b[j] for j in (9, 10, 11)])),
+        field.matmul(matrix[:, k:], masks_j),
+    )
+    chunk = code.chunk_length(7)
+    padded = np.zeros(k * chunk, dtype=np.int64)
+    padded[:7] = updates[n - 1]
+    truth = field.matmul(matrix[:, :k], padded.reshape(k, chunk))
+    np.testing.assert_array_equal(seen, truth)
+    assert _rank_mod(matrix[:, :k].tolist(), field.prime) == dropouts
+
+
+def _rank_mod(rows: list[list[int]], prime: int) -> int:
+    """Rank of an integer matrix over GF(prime), by Gaussian elimination."""
+    rows = [[v % prime for v in row] for row in rows]
+    rank = 0
+    for col in range(len(rows[0]) if rows else 0):
+        pivot = next((r for r in range(rank, len(rows)) if rows[r][col]), None)
+        if pivot is None:
+            continue
+        rows[rank], rows[pivot] = rows[pivot], rows[rank]
+        inv = pow(rows[rank][col], -1, prime)
+        for r in range(len(rows)):
+            if r != rank and rows[r][col]:
+                factor = rows[r][col] * inv % prime
+                rows[r] = [
+                    (x - factor * y) % prime for x, y in zip(rows[r], rows[rank], strict=True)
+                ]
+        rank += 1
+    return rank
