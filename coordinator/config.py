@@ -144,7 +144,17 @@ class Tolerance(_Frozen):
     """How the codes are chosen when ``crypto`` is not given explicitly."""
 
     reduced_dim: int = Field(default=128, ge=1, le=limits.MAX_REDUCED_DIM)
-    dropout_fraction: float = Field(default=0.25, ge=0, lt=1, allow_inf_nan=False)
+    dropout_fraction: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Fraction of participants (committee members) that may miss a coded "
+        "stage. Null: 0.25, lowered where fewer are safe (N = 5 and 8 at the default "
+        "collusion_fraction: one). Every threshold R must satisfy 2R - T > N with T the "
+        "colluders (docs/protocol.md section 5); a larger value is refused (422 "
+        "invalid_parameter) naming the largest safe one.",
+    )
     collusion_fraction: float = Field(default=0.25, ge=0, lt=1, allow_inf_nan=False)
     clustering_clip: float = Field(default=4.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
     aggregation_clip: float = Field(default=1.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)

@@ -11,7 +11,8 @@ the coordinator decodes from the committee's results. This module is the pure pa
 ``c < N`` runs codes over ``c`` evaluation points that tolerate ``D = floor(f_d c)`` dropouts
 and ``T = floor((c - D - 1) / 2)`` colluders: the largest ``T`` with a distance-stage
 threshold ``2T + 1 <= c - D`` (``K_c = 1``); the aggregation code has ``K_a = c - D - T``
-and threshold ``c - D``. Both thresholds exceed ``c / 2`` (equivocation). The number ``X``
+and threshold ``c - D``. Both thresholds satisfy ``2R - T > c`` (equivocation with ``T``
+colluding members, :func:`committee_threshold`; true for ``f_d`` up to about 1/3). The number ``X``
 of colluders in a uniformly drawn committee is hypergeometric::
 
     P[X > T] = sum_{x = T+1}^{min(c, F)} C(F, x) C(N - F, c - x) / C(N, c),
@@ -82,7 +83,13 @@ from functools import lru_cache
 from typing import Final
 
 from crypto.errors import ParameterError, RefusalError
-from crypto.params import CodeSpec, CryptoParams, choose_code
+from crypto.params import (
+    DEFAULT_DROPOUT_FRACTION,
+    CodeSpec,
+    CryptoParams,
+    choose_code,
+    equivocation_safe,
+)
 
 __all__ = [
     "DRAW_DOMAIN",
@@ -136,24 +143,54 @@ def population_colluders(n_participants: int, collusion_fraction: float) -> int:
     return max(1, math.floor(collusion_fraction * n_participants))
 
 
-def committee_threshold(size: int, dropout_fraction: float) -> tuple[int, int]:
+def committee_threshold(size: int, dropout_fraction: float | None) -> tuple[int, int]:
     """``(T, D)`` of a committee of ``c = size``: ``D = floor(f_d c)``, ``T = floor((c-D-1)/2)``.
 
-    Raises :class:`ParameterError` when ``T < 1`` or a threshold would not exceed ``c / 2``.
+    Both thresholds, ``R_c = 2T + 1`` and ``R_a = c - D``, must be equivocation-safe among
+    the ``c`` members with ``T`` colluding members: ``2R - T > c``, i.e. ``3T + 2 > c`` and
+    ``c - 2D > T`` (:func:`crypto.params.equivocation_safe`). ``dropout_fraction=None`` is
+    :data:`~crypto.params.DEFAULT_DROPOUT_FRACTION`, lowered to the largest safe ``D``.
+
+    Raises :class:`ParameterError` when ``T < 1`` or a threshold is not safe, naming the
+    largest safe dropout fraction for this ``c``.
     """
     if not isinstance(size, int) or size < 3:
         raise ParameterError("size", f"must be an int >= 3, not {size!r}")
-    if not 0 <= dropout_fraction < 0.5:
+    if dropout_fraction is not None and not 0 <= dropout_fraction < 0.5:
         raise ParameterError("dropout_fraction", f"must be in [0, 0.5), not {dropout_fraction!r}")
-    dropouts = math.floor(dropout_fraction * size)
-    t = (size - dropouts - 1) // 2
-    if t < 1 or 2 * (2 * t + 1) <= size:
-        raise ParameterError(
-            "size",
-            f"= {size} with {dropouts} dropouts leaves T = {t}: need T >= 1 and a distance "
-            f"threshold 2T+1 > c/2",
+    limit = _committee_safe_dropouts(size)
+    if dropout_fraction is None:
+        dropouts = min(math.floor(DEFAULT_DROPOUT_FRACTION * size), max(limit, 0))
+    else:
+        dropouts = math.floor(dropout_fraction * size)
+    if not _committee_safe(size, dropouts):
+        best = (
+            f"the largest safe dropout_fraction is {limit}/{size} = {limit / size:.6g}"
+            if limit >= 0
+            else "no dropout fraction is"
         )
-    return t, dropouts
+        raise ParameterError(
+            "dropout_fraction" if limit >= 0 else "size",
+            f"= {dropout_fraction} leaves a committee of {size} with D = {dropouts} dropouts and "
+            f"T = {(size - dropouts - 1) // 2}: need T >= 1 and both thresholds (2T+1 and c-D) "
+            f"with 2R - T > c (equivocation); {best}",
+        )
+    return (size - dropouts - 1) // 2, dropouts
+
+
+def _committee_safe(size: int, dropouts: int) -> bool:
+    t = (size - dropouts - 1) // 2
+    return (
+        t >= 1
+        and equivocation_safe(2 * t + 1, colluders=t, points=size)
+        and equivocation_safe(size - dropouts, colluders=t, points=size)
+    )
+
+
+def _committee_safe_dropouts(size: int) -> int:
+    """Largest ``D`` with :func:`_committee_safe`; ``-1`` when none (not monotone in ``D``:
+    scanned)."""
+    return max((d for d in range(size) if _committee_safe(size, d)), default=-1)
 
 
 def tail_probability(n_participants: int, colluders: int, size: int, t: int) -> Fraction:
@@ -200,7 +237,7 @@ def committee_size(
     n_participants: int,
     *,
     collusion_fraction: float = 0.25,
-    dropout_fraction: float = 0.25,
+    dropout_fraction: float | None = None,
     security_bits: int = SECURITY_BITS,
 ) -> int:
     """The committee size ``c`` for a federation (module doc, "Size").
@@ -219,6 +256,10 @@ def committee_size(
     if n <= FULL_COMMITTEE_MAX:
         return n
     for c in range(MIN_COMMITTEE, n):
+        if dropout_fraction is not None and not _committee_safe(
+            c, math.floor(dropout_fraction * c)
+        ):
+            continue  # this c's thresholds are not equivocation-safe at f_d
         t, _ = committee_threshold(c, dropout_fraction)
         if _safe(tail_probability(n, f, c, t), security_bits):
             return c
@@ -268,19 +309,23 @@ def plan_committee(
     n_participants: int,
     *,
     collusion_fraction: float = 0.25,
-    dropout_fraction: float = 0.25,
+    dropout_fraction: float | None = None,
     size: int | None = None,
     security_bits: int = SECURITY_BITS,
 ) -> CommitteePlan:
     """The :class:`CommitteePlan` for ``size`` (default :func:`committee_size`).
 
     A full committee (``size == N``) gets the codes of ``CryptoParams.for_federation`` (and
-    its refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c = max(F, ceil(floor(N/2)/2))``. A
+    its refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c`` =
+    :func:`~crypto.params.distance_colluders`; when it was chosen automatically because no
+    smaller committee is equivocation-safe at ``f_d`` and all-to-all fails too, the refusal
+    names ``dropout_fraction``. A
     smaller one gets ``T = T_c = T_a = floor((c-D-1)/2)`` with ``D = floor(f_d c)``, and is
     refused (:class:`ParameterError` naming ``size``) unless ``P[X > T] < 2**-security_bits``.
     """
     n = n_participants
     f = population_colluders(n, collusion_fraction)
+    automatic = size is None
     if size is None:
         size = committee_size(
             n,
@@ -291,9 +336,27 @@ def plan_committee(
     if not isinstance(size, int) or not 3 <= size <= n:
         raise ParameterError("size", f"must be an int in [3, {n}], not {size!r}")
     if size == n:  # today's codes, with for_federation's checks and errors
-        params = CryptoParams.for_federation(
-            n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
-        )
+        try:
+            params = CryptoParams.for_federation(
+                n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
+            )
+        except ParameterError as error:
+            if not (automatic and n > FULL_COMMITTEE_MAX and dropout_fraction is not None):
+                raise
+            if any(
+                _committee_safe(c, math.floor(dropout_fraction * c))
+                for c in range(MIN_COMMITTEE, n)
+            ):
+                raise
+            limit = _committee_safe_dropouts(n - 1)
+            raise ParameterError(
+                "dropout_fraction",
+                f"= {dropout_fraction}: no committee of {MIN_COMMITTEE} to {n - 1} members has "
+                "thresholds with 2R - T > c (equivocation; committees tolerate f_d up to about "
+                f"1/3, at c = {n - 1} the largest safe is {limit}/{n - 1} = "
+                f"{limit / (n - 1):.6g}), and all {n} participants cannot share to each other "
+                f"either: {error}",
+            ) from error
         clustering, aggregation = params.clustering_code, params.aggregation_code
         dropouts = params.aggregation_dropouts
     else:

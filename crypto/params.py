@@ -28,10 +28,16 @@ Two rules protect what the coordinator decodes (docs/protocol.md, "Parameters"):
   ``K_c`` per-chunk partial sums of each squared distance, and when ``r <= K_c`` each
   chunk is one coordinate, so the coordinator would read ``(x_{i,l} - mu_l)**2``
   coordinate by coordinate. With one chunk the only value at the data point is the total;
-* every stage's recovery threshold ``R`` exceeds ``N/2``: a coordinator that shows two
-  different requests to two groups of participants needs ``R`` answers to each, and two
-  sets of more than ``N/2`` participants share one, who answers only one request per
-  stage. So at most one of the two can be decoded (equivocation).
+* every stage's recovery threshold ``R`` satisfies ``2 R - T > P`` (:func:`equivocation_safe`),
+  ``P`` the code's evaluation points (``N``, or ``c`` with a committee) and ``T`` the
+  colluders the federation tolerates (:attr:`CryptoParams.colluders`). A coordinator that
+  shows two different requests to two groups needs ``R`` results for each; the ``T``
+  colluders answer both, so two decodable groups ``S_A, S_B`` (``|S_A| = |S_B| = R``)
+  have ``|S_A & S_B| >= 2R - P >= T + 1`` members in common, one of them honest, and an
+  honest participant answers only one request per stage. If ``2R - T <= P`` the ``P - T``
+  honest members split into ``R - T`` and ``P - R >= R - T`` and both requests decode
+  (docs/protocol.md, section 7, "Equivocation"). The bound is exact for *decoding*; what
+  a group short of ``R`` still learns is in docs/protocol.md, section 9.
 """
 
 from __future__ import annotations
@@ -45,11 +51,16 @@ from crypto.field import MAX_PRIME, PrimeField, is_prime
 from crypto.lcc import LagrangeCode
 
 __all__ = [
+    "DEFAULT_DROPOUT_FRACTION",
     "CodeSpec",
     "CryptoParams",
     "FieldSpec",
     "choose_code",
+    "distance_colluders",
+    "equivocation_safe",
+    "federation_dropouts",
     "largest_safe_bits",
+    "safe_dropouts",
 ]
 
 MERSENNE_61 = 2**61 - 1
@@ -110,6 +121,91 @@ class CodeSpec:
     def threshold(self, degree: int) -> int:
         """Results needed to decode a degree-``degree`` computation."""
         return degree * (self.k + self.t - 1) + 1
+
+
+DEFAULT_DROPOUT_FRACTION = 0.25
+"""Dropouts ``for_federation`` tolerates when not told: ``floor(0.25 N)``, lowered to
+:func:`safe_dropouts` where that is smaller (``N = 5`` and ``N = 8`` at the default
+collusion fraction)."""
+
+
+def equivocation_safe(threshold: int, *, colluders: int, points: int) -> bool:
+    """``2 R - T > P``: any two sets of ``R`` of the ``P`` result holders share ``T + 1``
+    members, so at least one honest member, who answers one request per stage.
+
+    >>> equivocation_safe(13, colluders=6, points=24), equivocation_safe(17, colluders=6, points=24)
+    (False, True)
+    """
+    return 2 * threshold - colluders > points
+
+
+def distance_colluders(points: int, colluders: int) -> int:
+    """``T_c``: the smallest ``T_c >= T`` whose distance threshold ``R_c = 2 T_c + 1`` (``K_c
+    = 1``) is equivocation-safe, ``2 (2 T_c + 1) - T > P``, i.e. ``max(T, floor((P + T - 2)
+    / 4) + 1)``. A larger ``T_c`` only raises ``R_c``: privacy is still claimed for ``T``.
+
+    >>> distance_colluders(24, 6), distance_colluders(8, 2)
+    (8, 3)
+    """
+    return max(colluders, (points + colluders - 2) // 4 + 1)
+
+
+def safe_dropouts(points: int, colluders: int) -> int:
+    """The most dropouts ``D`` both stages tolerate among ``P`` points with ``T`` colluders
+    while every threshold is equivocation-safe; ``-1`` when even ``D = 0`` is not.
+
+    Distance stage: ``D <= P - (2 T_c + 1)`` with ``T_c`` = :func:`distance_colluders`.
+    Aggregation stage: ``R_a = P - D`` and ``2 (P - D) - T > P``, i.e. ``D <= floor((P - T
+    - 1) / 2)``; then ``K_a = P - D - T >= 1``.
+
+    >>> safe_dropouts(8, 2), safe_dropouts(40, 10), safe_dropouts(24, 6)
+    (1, 13, 7)
+    """
+    if points < 1 or colluders < 1:
+        raise ParameterError("colluders", f"need P >= 1 and T >= 1, not P={points}, T={colluders}")
+    t_c = distance_colluders(points, colluders)
+    return max(-1, min((points - colluders - 1) // 2, points - 2 * t_c - 1))
+
+
+def federation_dropouts(
+    points: int, *, colluders: int, dropout_fraction: float | None, name: str
+) -> int:
+    """``D = floor(f_d P)``, checked against :func:`safe_dropouts`; ``f_d = None`` gives
+    ``min(floor(DEFAULT_DROPOUT_FRACTION * P), safe_dropouts(P, T))``.
+
+    Raises :class:`ParameterError` naming ``dropout_fraction`` and the largest safe fraction
+    when ``D`` is too large, or naming ``name`` (what fixed ``T``) when even ``D = 0`` is
+    unsafe.
+    """
+    if dropout_fraction is not None and not (
+        isinstance(dropout_fraction, int | float) and 0 <= dropout_fraction < 1
+    ):
+        raise ParameterError("dropout_fraction", f"must be in [0, 1), not {dropout_fraction!r}")
+    limit = safe_dropouts(points, colluders)
+    if limit < 0:
+        raise ParameterError(
+            name,
+            f"gives T = {colluders} colluders among {points}: no code has a threshold R <= "
+            f"{points} with 2R - T > {points} (equivocation); at most "
+            f"{_largest_safe_colluders(points)} colluders fit",
+        )
+    if dropout_fraction is None:
+        return min(math.floor(DEFAULT_DROPOUT_FRACTION * points), limit)
+    dropouts = math.floor(dropout_fraction * points)
+    if dropouts > limit:
+        raise ParameterError(
+            "dropout_fraction",
+            f"= {dropout_fraction} tolerates {dropouts} of {points} dropouts, but with T = "
+            f"{colluders} colluders answering two different requests every threshold R must "
+            f"have 2R - T > {points} (equivocation): the largest safe dropout_fraction is "
+            f"{limit}/{points} = {limit / points:.6g} ({limit} dropout(s); any value below "
+            f"{(limit + 1) / points:.6g})",
+        )
+    return dropouts
+
+
+def _largest_safe_colluders(points: int) -> int:
+    return max((t for t in range(1, points) if safe_dropouts(points, t) >= 0), default=0)
 
 
 def choose_code(n_participants: int, *, dropouts: int, colluders: int, degree: int) -> CodeSpec:
@@ -259,13 +355,15 @@ class CryptoParams:
                 f"K={code.k}, T={code.t} needs {who} >= {degree}*(K+T-1)+1 = {need} for a "
                 f"degree-{degree} stage, but {who} = {points}",
             )
-        if 2 * need <= points:
+        t = self.colluders
+        if not equivocation_safe(need, colluders=t, points=points):
             raise ParameterError(
                 name,
-                f"K={code.k}, T={code.t} decodes the degree-{degree} stage from {need} of "
-                f"{who} = {points} results; it must need more than {who}/2 so that a "
-                "coordinator cannot decode two different requests from two halves "
-                "(equivocation): raise T or tolerate fewer dropouts",
+                f"K={code.k}, T={code.t} decodes the degree-{degree} stage from R = {need} of "
+                f"{who} = {points} results, but with T = {t} colluders answering two requests "
+                f"it must have 2R - T > {who}, i.e. R >= {(points + t) // 2 + 1}, so that two "
+                "groups that each decode share an honest participant (equivocation): raise "
+                f"T_c or tolerate at most {safe_dropouts(points, t)} dropouts",
             )
         if code.k + code.t + points >= spec.prime:
             raise ParameterError(name, f"needs K+T+N < p = {spec.prime} for distinct points")
@@ -300,6 +398,12 @@ class CryptoParams:
                 )
 
     # -- derived ---------------------------------------------------------------------
+    @property
+    def colluders(self) -> int:
+        """``T``: colluders the federation tolerates, the smaller code ``T`` (``T_c`` may be
+        raised above it only to make the distance threshold equivocation-safe)."""
+        return min(self.clustering_code.t, self.aggregation_code.t)
+
     @property
     def code_points(self) -> int:
         """Evaluation points of both codes: ``c`` with a committee, else ``N``."""
@@ -342,7 +446,7 @@ class CryptoParams:
         n_participants: int,
         *,
         reduced_dim: int = 128,
-        dropout_fraction: float = 0.25,
+        dropout_fraction: float | None = None,
         collusion_fraction: float = 0.25,
         clustering_clip: float = 4.0,
         aggregation_clip: float = 1.0,
@@ -351,31 +455,35 @@ class CryptoParams:
         committee: bool | int = False,
         **kwargs: Any,
     ) -> CryptoParams:
-        """Parameters tolerating ``floor(f_d * N)`` dropouts and ``max(1, floor(f_c * N))``
-        colluders in both stages, with the largest safe quantization ``bits``.
+        """Parameters tolerating ``D = floor(f_d * N)`` dropouts and ``T = max(1, floor(f_c *
+        N))`` colluders in both stages, with the largest safe quantization ``bits``.
 
-        The distance stage has ``K_c = 1`` and ``T_c = max(T, ceil(floor(N/2) / 2))``, the
-        smallest ``T_c >= T`` whose threshold ``2 T_c + 1`` exceeds ``N/2`` (module doc);
-        the aggregation stage's threshold ``N - dropouts`` exceeds ``N/2`` when fewer than
-        half may drop out.
+        Every threshold is equivocation-safe, ``2 R - T > N`` (module doc). The distance stage
+        has ``K_c = 1`` and ``T_c`` = :func:`distance_colluders` (the smallest ``T_c >= T``
+        with ``2 (2 T_c + 1) - T > N``); the aggregation stage ``T_a = T`` and the largest
+        ``K_a`` with threshold ``R_a = N - D``. Both need ``D <= safe_dropouts(N, T)``
+        (about ``(N - T) / 2 - 1``): a larger ``dropout_fraction`` is refused with a
+        :class:`ParameterError` that names the largest safe one. ``dropout_fraction=None``
+        (the default) means :data:`DEFAULT_DROPOUT_FRACTION`, lowered to the safe limit where
+        that is smaller (``N = 5``, ``8``: one dropout). ``N = 2`` has no safe code.
 
         ``committee``: ``True`` sizes a committee with
         :func:`crypto.committee.committee_size` (same fractions; ``N`` up to 128), an int
         asks for that size (:func:`crypto.committee.plan_committee` refuses a size whose
         committee could hold more than ``T`` colluders with probability ``>= 2**-40``).
-        A committee of ``c < N`` gets the committee codes over ``c`` points (``T = floor((c
-        - D - 1) / 2)``, ``D = floor(f_d c)``); ``c = N`` is recorded and the codes are the
-        all-to-all ones above. The quantization bits are those of ``N`` summands either way.
+        A committee of ``c < N`` gets the committee codes over ``c`` points
+        (:func:`crypto.committee.committee_threshold`); ``c = N`` is recorded and the codes
+        are the all-to-all ones above. The quantization bits are those of ``N`` summands
+        either way.
         """
         n = n_participants
-        dropouts = math.floor(dropout_fraction * n)
-        colluders = max(1, math.floor(collusion_fraction * n))
-        if 2 * dropouts >= n:
+        if not isinstance(n, int) or n < 3:
             raise ParameterError(
-                "dropout_fraction",
-                f"= {dropout_fraction} tolerates {dropouts} of {n} dropouts; fewer than half "
-                "may drop out, or two halves could each be decoded (equivocation)",
+                "n_participants",
+                f"must be an int >= 3, not {n!r}: with 2 participants no code has a threshold "
+                "R with 2R - T > N (equivocation)",
             )
+        colluders = max(1, math.floor(collusion_fraction * n))
         chunk = reduced_dim
         c_bits = largest_safe_bits(
             prime=clustering_prime, clip=clustering_clip, n_participants=n, degree=2, chunk=chunk
@@ -401,14 +509,10 @@ class CryptoParams:
         if plan is not None and not plan.full:
             c_code, a_code = plan.clustering_code, plan.aggregation_code
         else:
-            t_c = max(colluders, -(-(n // 2) // 2))
-            if 2 * t_c + 1 > n - dropouts:
-                raise ParameterError(
-                    "collusion_fraction",
-                    f"= {collusion_fraction} with {dropouts} dropouts leaves no distance-stage "
-                    f"code among {n} participants (need 2*T+1 <= N - dropouts with T = {t_c})",
-                )
-            c_code = CodeSpec(k=1, t=t_c)
+            dropouts = federation_dropouts(
+                n, colluders=colluders, dropout_fraction=dropout_fraction, name="collusion_fraction"
+            )
+            c_code = CodeSpec(k=1, t=distance_colluders(n, colluders))
             a_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=1)
         return cls(
             n_participants=n,

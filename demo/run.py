@@ -224,7 +224,7 @@ def _federation(args: argparse.Namespace, width: int) -> dict[str, Any]:
         "reduction": {"method": "jl", "seed": args.seed, "signal": args.signal},
         "tolerance": {
             "reduced_dim": 128,
-            "dropout_fraction": 0.25,
+            # no dropout_fraction: 0.25, or fewer where 2R - T > N needs it (8 members: 1)
             "collusion_fraction": 0.25,
             "min_aggregation_size": 3,
             "max_clusters": 4,

@@ -77,7 +77,7 @@ class SimulationConfig:
     batch_size: int = 32
     warmup_rounds: int = 1
     reduced_dim: int = 128
-    dropout_fraction: float = 0.25
+    dropout_fraction: float | None = None  # 0.25, lowered where unsafe (docs/protocol.md s. 5)
     collusion_fraction: float = 0.25
     min_aggregation_size: int = 2
     max_clusters: int = 4

@@ -41,7 +41,8 @@ BODY: dict[str, Any] = {
     "prompt": {"n_ctx": 4, "dim": 8, "init_std": 0.02, "init_seed": 3},
     "tolerance": {
         "reduced_dim": 16,
-        "dropout_fraction": 0.25,
+        # 0.25 of c = 5 is refused: with T = 1 the distance threshold 3 has 2R - T = 5 <= c
+        "dropout_fraction": 0.1,
         "collusion_fraction": 0.2,
         "min_aggregation_size": 2,
         "max_clusters": 3,

@@ -110,8 +110,9 @@ def test_committee_size_follows_the_fractions(n: int, fc: float, fd: float, expe
 
 def test_no_safe_committee_and_no_all_to_all_code_is_refused() -> None:
     assert committee_size(130, collusion_fraction=0.45) == 130  # no c < N is safe
-    with pytest.raises(ParameterError, match="'collusion_fraction'"):
-        plan_committee(130, collusion_fraction=0.45)  # and for_federation refuses N = 130
+    with pytest.raises(ParameterError, match=r"'dropout_fraction'.*largest safe"):
+        # and for_federation refuses N = 130 with 58 colluders and 32 dropouts
+        plan_committee(130, collusion_fraction=0.45, dropout_fraction=0.25)
 
 
 @pytest.mark.parametrize("c", range(64, 420, 7))
@@ -119,8 +120,8 @@ def test_committee_codes_keep_majority_thresholds(c: int) -> None:
     t, d = committee_threshold(c, 0.25)
     assert d == math.floor(0.25 * c)
     assert 2 * t + 1 <= c - d < 2 * t + 3  # the largest T that fits the distance stage
-    assert 2 * (2 * t + 1) > c
-    assert 2 * (c - d) > c
+    assert 2 * (2 * t + 1) - t > c  # equivocation with T colluding members (2R - T > c)
+    assert 2 * (c - d) - t > c
 
 
 @pytest.mark.parametrize("n", [10, 100, 128])
@@ -175,10 +176,10 @@ def test_for_federation_uses_the_committee_codes_when_asked() -> None:
 
 
 def test_committee_params_check_thresholds_against_the_committee() -> None:
-    """A committee code whose threshold is not above c/2 is refused, naming c."""
+    """A committee code whose threshold has 2R - T <= c is refused, naming c."""
     base = CryptoParams.for_federation(12, collusion_fraction=0.2, committee=7)
-    with pytest.raises(ParameterError, match=r"committee_size.*more than c"):
-        dataclasses.replace(base, aggregation_code=CodeSpec(k=1, t=2))  # R = 3 <= 7 / 2
+    with pytest.raises(ParameterError, match=r"2R - T > c \(committee_size\)"):
+        dataclasses.replace(base, aggregation_code=CodeSpec(k=2, t=2))  # 2*4 - 2 = 6 <= 7
     with pytest.raises(ParameterError, match=r"needs c \(committee_size\) >= "):
         dataclasses.replace(base, aggregation_code=CodeSpec(k=6, t=2))  # R = 8 > 7
 
@@ -397,3 +398,17 @@ def test_the_announced_beacon_must_open_the_recorded_commitment() -> None:
     for wrong in (beacon_commitment("fed", 3, beacon), bytes(32), good[:16]):
         with pytest.raises(CommitteeMismatchError, match="does not open the commitment"):
             check_announced_committee(**check, commitment=wrong)
+
+
+def test_equivocation_bound_grows_or_refuses_committees_above_a_third_dropouts() -> None:
+    """2R - T > c holds for committee codes up to f_d of about 1/3 (docs/scale.md): at
+    f_d = 0.35 no committee below N = 1000 is safe, so the plan is all-to-all (main drew 607
+    members, whose thresholds two groups sharing only colluders could both reach); at
+    N = 10,000 all-to-all overflows as well and the refusal names dropout_fraction."""
+    assert committee_size(1000, dropout_fraction=0.33) == 553  # unchanged from main
+    assert plan_committee(1000, dropout_fraction=0.35).full
+    with pytest.raises(ParameterError, match=r"'dropout_fraction'.*no committee of 64 to 9999"):
+        plan_committee(10000, collusion_fraction=0.1, dropout_fraction=0.35)
+    with pytest.raises(ParameterError, match=r"largest safe dropout_fraction is 0/5 "):
+        committee_threshold(5, 0.25)  # T = 1, R_c = 3: 2*3 - 1 = 5 <= c
+    assert committee_threshold(5, None) == (2, 0)

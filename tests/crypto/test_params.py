@@ -56,13 +56,15 @@ def test_for_federation_picks_safe_largest_bits() -> None:
         ({"clustering_field": FieldSpec(P31, 20, 4.0)}, "clustering_field.bits"),
         ({"clustering_code": CodeSpec(3, 3)}, "clustering_code"),
         ({"aggregation_code": CodeSpec(7, 3)}, "aggregation_code"),
+        ({"aggregation_code": CodeSpec(2, 2)}, "aggregation_code"),  # 2R - T = 6 <= 8
+        ({"clustering_code": CodeSpec(1, 2)}, "clustering_code"),  # 2R - T = 8 <= 8
     ],
 )
 def test_rejects_each_bad_parameter(kwargs: dict, name: str) -> None:
     base = {
         "n_participants": 8,
         "reduced_dim": 16,
-        "clustering_code": CodeSpec(1, 2),
+        "clustering_code": CodeSpec(1, 3),
         "aggregation_code": CodeSpec(4, 2),
     }
     with pytest.raises(ParameterError) as info:
@@ -90,10 +92,10 @@ def test_linear_sum_at_the_bound_is_exact() -> None:
         n_participants=n,
         reduced_dim=4,
         clustering_code=CodeSpec(1, 2),
-        aggregation_code=CodeSpec(2, 2),
+        aggregation_code=CodeSpec(3, 2),
         aggregation_field=spec,
     )
-    code = LagrangeCode(spec.field, 2, 2, n)
+    code = LagrangeCode(spec.field, 3, 2, n)
     rng = DeterministicRandom(1)
     for sign in (1.0, -1.0):
         vectors = [quantize(np.full(5, sign), spec.field, bits=bits, clip=1.0) for _ in range(n)]
@@ -108,7 +110,7 @@ def test_linear_sum_at_the_bound_is_exact() -> None:
             n_participants=n,
             reduced_dim=4,
             clustering_code=CodeSpec(1, 2),
-            aggregation_code=CodeSpec(2, 2),
+            aggregation_code=CodeSpec(3, 2),
             aggregation_field=FieldSpec(P31, bits + 1, 1.0),
         )
 
@@ -123,7 +125,7 @@ def test_distances_at_the_bound_are_exact_and_one_more_bit_is_refused() -> None:
         n_participants=n,
         reduced_dim=r,
         clustering_code=code_spec,
-        aggregation_code=CodeSpec(1, 2),
+        aggregation_code=CodeSpec(2, 2),
         clustering_field=spec,
         aggregation_field=FieldSpec(P31, 8, 1.0),
         min_aggregation_size=2,
@@ -158,7 +160,7 @@ def test_distances_at_the_bound_are_exact_and_one_more_bit_is_refused() -> None:
             n_participants=n,
             reduced_dim=r,
             clustering_code=code_spec,
-            aggregation_code=CodeSpec(1, 2),
+            aggregation_code=CodeSpec(2, 2),
             clustering_field=FieldSpec(prime, bits + 1, clip),
             aggregation_field=FieldSpec(P31, 8, 1.0),
             min_aggregation_size=2,

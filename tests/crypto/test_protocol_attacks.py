@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,8 +11,10 @@ from hypothesis import strategies as st
 
 from crypto.aggregation import member_sums
 from crypto.clustering import Membership
+from crypto.committee import committee_threshold
 from crypto.errors import DecodeError, ParameterError, RefusalError
-from crypto.params import CodeSpec, CryptoParams
+from crypto.lcc import LagrangeCode
+from crypto.params import CodeSpec, CryptoParams, FieldSpec, equivocation_safe, safe_dropouts
 from crypto.quantize import quantize
 from crypto.refusal import (
     aggregation_request_digest,
@@ -144,3 +148,259 @@ def test_request_digests_bind_every_part_of_the_request() -> None:
         aggregation_request_digest("fed", 2, [(0, 1, 2, 3, 4, 5)]),
     ):
         assert changed != base
+
+
+# -- equivocation with colluders (issue 26, item 1) -------------------------------------
+def _split_with_colluders(n: int, colluders: int, threshold: int) -> tuple[list[int], list[int]]:
+    """The coordinator's best split: colluders ``0..T-1`` answer both requests; of the honest
+    ``N - T`` participants, ``R - T`` answer request A and all the others request B."""
+    shared = list(range(colluders))
+    honest = list(range(colluders, n))
+    cut = max(threshold - colluders, 0)
+    return shared + honest[:cut], shared + honest[cut:]
+
+
+def _aggregation_equivocation(
+    code: LagrangeCode, spec: FieldSpec, colluders: int, *, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Request A sums everybody, request B everybody but the last participant (honest).
+    Returns the quantized updates, their shares (row j: participant j's share) and the
+    answers of group A and group B."""
+    n, d = code.n, 7
+    rng = np.random.default_rng(seed)
+    updates = [
+        quantize(rng.uniform(-1, 1, d), spec.field, bits=spec.bits, clip=spec.clip)
+        for _ in range(n)
+    ]
+    source = DeterministicRandom(seed + 1)
+    shares = [code.share(u, source) for u in updates]
+    first, second = (tuple(range(n)),), (tuple(range(n - 1)),)
+    group_a, group_b = _split_with_colluders(n, colluders, code.recovery_threshold(1))
+    answers_a, answers_b = {}, {}
+    for j in range(n):
+        mine = {i: shares[i][j] for i in range(n)}
+        if j in group_a:  # colluders (j < T) are in both groups and answer both requests
+            answers_a[j] = member_sums(spec.field, mine, first)[0]
+        if j in group_b:
+            answers_b[j] = member_sums(spec.field, mine, second)[0]
+    return updates, shares, answers_a, answers_b
+
+
+def test_equivocation_with_colluders_isolates_one_update_at_the_old_parameters() -> None:
+    """Issue 26: N = 40, T = 10 colluders, dropout_fraction = 0.45. The old parameters
+    (K_a = 12, T = 10, R_a = 22 <= (N + T) / 2 = 25) let the honest 30 split 12 / 18: with the
+    colluders answering both requests each group decodes, and the difference of the two sums
+    is participant 39's update, exactly. for_federation now refuses these parameters, naming
+    the largest safe dropout fraction, and at that fraction the same split cannot decode B."""
+    n, colluders = 40, 10
+    with pytest.raises(ParameterError, match=r"'dropout_fraction'.*largest safe dropout_fraction "):
+        CryptoParams.for_federation(n, reduced_dim=4, dropout_fraction=0.45)
+    spec = CryptoParams.for_federation(n, reduced_dim=4).aggregation_field
+    old = LagrangeCode(spec.field, 12, colluders, n)  # what main derived for f_d = 0.45
+    assert old.recovery_threshold(1) == 22
+    assert not equivocation_safe(22, colluders=colluders, points=n)
+    updates, _, a, b = _aggregation_equivocation(old, spec, colluders, seed=5)
+    assert (len(a), len(b)) == (22, 28)
+    assert set(a) & set(b) == set(range(colluders))
+    sum_a = old.decode(a, degree=1).values.reshape(-1)[:7]
+    sum_b = old.decode(b, degree=1).values.reshape(-1)[:7]
+    np.testing.assert_array_equal(spec.field.sub(sum_a, sum_b), updates[n - 1])
+
+    # The largest fraction the refusal names is accepted; the coordinator's best split then
+    # leaves group B short of R_a, whatever it does.
+    safe = CryptoParams.for_federation(n, reduced_dim=4, dropout_fraction=13.5 / n)
+    assert (safe.aggregation_dropouts, safe.colluders) == (13, colluders)
+    code = safe.aggregation_lcc()
+    assert equivocation_safe(code.recovery_threshold(1), colluders=colluders, points=n)
+    _, _, a, b = _aggregation_equivocation(code, spec, colluders, seed=5)
+    assert len(a) == code.recovery_threshold(1) > len(b)
+    code.decode(a, degree=1)
+    with pytest.raises(DecodeError, match="need"):
+        code.decode(b, degree=1)
+
+
+def test_equivocation_with_colluders_in_the_distance_stage() -> None:
+    """N = 24, T = 6: main's distance threshold was 13 <= (N + T) / 2 = 15, so colluders
+    answering both requests let two groups sharing only them decode the distances to two
+    different reference sets. The threshold is now 17 (T_c = 8): the split leaves B short."""
+    n, r, colluders = 24, 4, 6
+    params = CryptoParams.for_federation(n, reduced_dim=r)
+    threshold = params.clustering_lcc().recovery_threshold(2)
+    assert threshold == 17
+    assert equivocation_safe(threshold, colluders=colluders, points=n)
+    assert params.colluders == params.aggregation_code.t == colluders
+    spec = params.clustering_field
+    rng = np.random.default_rng(11)
+    quantized = [
+        quantize(v, spec.field, bits=spec.bits, clip=spec.clip) for v in rng.uniform(-1, 1, (n, r))
+    ]
+    real = np.vstack([spec.field.centered(q) / spec.scale for q in quantized])
+    everyone = tuple(range(n))
+    first = ReferenceSets(everyone, ((0, everyone),))
+    second = ReferenceSets(everyone, ((0, everyone),), ((0, everyone[:12]),))
+
+    def play(code: LagrangeCode) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+        source = DeterministicRandom(12)
+        shares = [code.share(q, source) for q in quantized]
+        group_a, group_b = _split_with_colluders(n, colluders, code.recovery_threshold(2))
+        answers: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
+        for answers_of, group, refs in (
+            (answers[0], group_a, first),
+            (answers[1], group_b, second),
+        ):
+            for j in group:
+                answers_of[j] = coded_distances(
+                    spec.field, {i: s[j] for i, s in enumerate(shares)}, refs
+                )
+        return answers
+
+    old = LagrangeCode(spec.field, 1, 6, n)  # main: T_c = max(6, ceil(12 / 2)) = 6, R_c = 13
+    assert old.recovery_threshold(2) == 13
+    a, b = play(old)
+    assert set(a) & set(b) == set(range(colluders))
+    for answers, refs in ((a, first), (b, second)):
+        distances, _ = decode_distances(old, answers, refs, spec)
+        np.testing.assert_allclose(
+            distances.point, plaintext_distances(real, refs).point, rtol=1e-9
+        )
+
+    code = params.clustering_lcc()
+    a, b = play(code)
+    assert len(a) == threshold > len(b)
+    decode_distances(code, a, first, spec)
+    with pytest.raises(DecodeError, match="need"):
+        decode_distances(code, b, second, spec)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(2, 400),
+    collusion=st.floats(0, 0.6),
+    dropout=st.one_of(st.none(), st.floats(0, 0.6)),
+)
+def test_every_accepted_parameter_set_is_equivocation_safe(
+    n: int, collusion: float, dropout: float | None
+) -> None:
+    """for_federation either refuses (naming dropout_fraction with a safe value, the
+    collusion fraction, or N) or returns codes with 2R - T > N in both stages, T the
+    colluders it was asked to tolerate; the safe value it names is accepted."""
+    colluders = max(1, math.floor(collusion * n))
+    limit = safe_dropouts(n, colluders) if n >= 3 else -1
+
+    def build(fraction: float | None) -> CryptoParams:
+        return CryptoParams.for_federation(
+            n, reduced_dim=4, collusion_fraction=collusion, dropout_fraction=fraction
+        )
+
+    if limit < 0:
+        with pytest.raises(ParameterError, match=r"'(collusion_fraction|n_participants)'"):
+            build(dropout)
+        return
+    if dropout is not None and math.floor(dropout * n) > limit:
+        named = rf"'dropout_fraction'.*largest safe dropout_fraction is {limit}/{n} "
+        with pytest.raises(ParameterError, match=named):
+            build(dropout)
+        dropout = (limit + 0.5) / n  # the fraction the refusal names is accepted
+    params = build(dropout)
+    assert params.aggregation_code.t == colluders <= params.clustering_code.t
+    clustering = params.clustering_lcc().recovery_threshold(2)
+    aggregation = params.aggregation_lcc().recovery_threshold(1)
+    for threshold in (clustering, aggregation):
+        assert 2 * threshold - colluders > n
+    expected = min(n // 4, limit) if dropout is None else math.floor(dropout * n)
+    assert params.aggregation_dropouts == expected
+    assert params.clustering_dropouts >= params.aggregation_dropouts
+
+
+def _committee_safe(size: int, dropouts: int) -> bool:
+    t = (size - dropouts - 1) // 2
+    return t >= 1 and 2 * (2 * t + 1) - t > size and 2 * (size - dropouts) - t > size
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(3, 600), dropout=st.one_of(st.none(), st.floats(0, 0.49)))
+def test_every_accepted_committee_code_is_equivocation_safe(
+    size: int, dropout: float | None
+) -> None:
+    """Committee codes over c members with T colluding members: 2R - T > c in both stages;
+    an unsafe dropout fraction is refused naming the largest safe one."""
+    limit = max(d for d in range(size) if _committee_safe(size, d))
+    if dropout is not None and not _committee_safe(size, math.floor(dropout * size)):
+        named = rf"'dropout_fraction'.*largest safe dropout_fraction is {limit}/{size} "
+        with pytest.raises(ParameterError, match=named):
+            committee_threshold(size, dropout)
+        return
+    t, d = committee_threshold(size, dropout)
+    assert d == (min(size // 4, limit) if dropout is None else math.floor(dropout * size))
+    assert t >= 1
+    assert 2 * (2 * t + 1) - t > size  # distance stage
+    assert 2 * (size - d) - t > size  # aggregation stage, R_a = c - D
+    assert 2 * t + 1 <= size - d
+
+
+def test_small_federations_keep_a_safe_default() -> None:
+    """N = 5 and N = 8 cannot tolerate floor(N / 4) dropouts with T = max(1, floor(N / 4))
+    colluders: the default lowers them to one, an explicit 0.25 is refused naming 1/8."""
+    for n, dropouts in ((3, 0), (4, 1), (5, 0), (6, 1), (7, 1), (8, 1), (9, 2), (12, 3)):
+        params = CryptoParams.for_federation(n, reduced_dim=4)
+        assert params.aggregation_dropouts == dropouts, n
+    with pytest.raises(ParameterError, match=r"largest safe dropout_fraction is 1/8 = 0\.125"):
+        CryptoParams.for_federation(8, reduced_dim=4, dropout_fraction=0.25)
+    with pytest.raises(ParameterError, match="'n_participants'"):
+        CryptoParams.for_federation(2, reduced_dim=4)
+    with pytest.raises(ParameterError, match=r"'collusion_fraction'.*at most 3 colluders"):
+        CryptoParams.for_federation(8, reduced_dim=4, collusion_fraction=0.5)
+
+
+def test_known_limit_a_short_group_still_yields_d_functionals_of_one_update() -> None:
+    """docs/protocol.md section 9: 2R - T > N stops a second *decode*, not partial
+    information. N = 12 at the defaults (T = 3, D = 3, K_a = 6, R_a = 9, accepted): the
+    colluders 0-2 answer both requests, 3-8 answer A (everybody: decoded), 9-11 answer B
+    (everybody but participant 11). From its view alone the coordinator computes D = 3
+    independent linear combinations of the K_a = 6 chunks of participant 11's update,
+    exactly (per chunk position). Closing this needs agreement on the request before any
+    participant answers (section 9); the test pins the documented size of the leak."""
+    n = 12
+    params = CryptoParams.for_federation(n, reduced_dim=4)
+    code, spec = params.aggregation_lcc(), params.aggregation_field
+    t, k, dropouts = code.t, code.k, params.aggregation_dropouts
+    assert (t, k, dropouts, code.recovery_threshold(1)) == (3, 6, 3, 9)
+    updates, shares, a, b = _aggregation_equivocation(code, spec, t, seed=21)
+    field = spec.field
+    assert sorted(set(b) - set(a)) == [9, 10, 11]
+    decoded = code.decode(a, degree=1).values  # (K, L): the chunks of sum A
+    masks_a = np.vstack([a[c] for c in range(t)])  # f_A(alpha_0..T-1): colluders' answers
+    masks_j = shares[n - 1][:t]  # colluders' own shares of participant 11's update
+    rows = [j - t for j in (9, 10, 11)]
+    matrix = code.encoding_matrix[rows]  # (D, K + T): B[j, m] = l_m(alpha_j)
+    f_a = field.matmul(matrix, np.vstack([decoded, masks_a]))  # f_A(alpha_9..11)
+    seen = field.sub(  # f_A - f_B = u_11 at alpha_9..11, minus its masks' part
+        field.sub(f_a, np.vstack([b[j] for j in (9, 10, 11)])),
+        field.matmul(matrix[:, k:], masks_j),
+    )
+    chunk = code.chunk_length(7)
+    padded = np.zeros(k * chunk, dtype=np.int64)
+    padded[:7] = updates[n - 1]
+    truth = field.matmul(matrix[:, :k], padded.reshape(k, chunk))
+    np.testing.assert_array_equal(seen, truth)
+    assert _rank_mod(matrix[:, :k].tolist(), field.prime) == dropouts
+
+
+def _rank_mod(rows: list[list[int]], prime: int) -> int:
+    """Rank of an integer matrix over GF(prime), by Gaussian elimination."""
+    rows = [[v % prime for v in row] for row in rows]
+    rank = 0
+    for col in range(len(rows[0]) if rows else 0):
+        pivot = next((r for r in range(rank, len(rows)) if rows[r][col]), None)
+        if pivot is None:
+            continue
+        rows[rank], rows[pivot] = rows[pivot], rows[rank]
+        inv = pow(rows[rank][col], -1, prime)
+        for r in range(len(rows)):
+            if r != rank and rows[r][col]:
+                factor = rows[r][col] * inv % prime
+                rows[r] = [
+                    (x - factor * y) % prime for x, y in zip(rows[r], rows[rank], strict=True)
+                ]
+        rank += 1
+    return rank

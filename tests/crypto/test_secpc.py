@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from crypto.clustering import ClusteringConfig, Membership, StepResult, secpc_step
 from crypto.errors import ParameterError
-from crypto.params import CodeSpec, CryptoParams, FieldSpec
+from crypto.params import CodeSpec, CryptoParams, FieldSpec, distance_colluders
 from crypto.quantize import dequantize, quantize
 from crypto.rng import DeterministicRandom
 from crypto.secpc import (
@@ -21,12 +21,15 @@ from crypto.secpc import (
 )
 
 
-def _params(n: int, r: int, k: int = 1, t: int = 1) -> CryptoParams:
+def _params(n: int, r: int, k: int = 1, t: int | None = None) -> CryptoParams:
+    """One colluder; the distance stage's ``T_c`` defaults to the smallest equivocation-safe
+    one and the aggregation code has ``R_a = (n + 1) // 2 + 1``, the smallest with
+    ``2 R_a - 1 > n``."""
     return CryptoParams(
         n_participants=n,
         reduced_dim=r,
-        clustering_code=CodeSpec(k, t),
-        aggregation_code=CodeSpec(1, n // 2),
+        clustering_code=CodeSpec(k, distance_colluders(n, 1) if t is None else t),
+        aggregation_code=CodeSpec((n + 1) // 2, 1),
         clustering_field=FieldSpec(2**61 - 1, 16, 4.0),
         min_aggregation_size=2,
     )
@@ -69,7 +72,7 @@ def scenarios(draw: st.DrawFn) -> tuple[np.ndarray, ReferenceSets, CryptoParams,
     n = draw(st.integers(5, 9))
     r = draw(st.integers(2, 24))
     k = 1
-    t = -(-(n // 2) // 2)  # the smallest T whose threshold 2T+1 exceeds n/2
+    t = distance_colluders(n, 1)  # the smallest T_c with 2 (2 T_c + 1) - 1 > n
     labels = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     clusters = []
     for c in sorted(set(labels)):
@@ -105,10 +108,11 @@ def test_coded_distances_equal_plaintext(case: tuple) -> None:
 
 
 def test_decode_tolerates_dropouts_within_threshold() -> None:
-    params = _params(9, 8, k=1, t=2)  # threshold 2*2+1 = 5 of 9
+    params = _params(9, 8, k=1)  # T_c = 3: threshold 2*3+1 = 7 of 9 (2*7 - 1 > 9)
+    assert params.clustering_lcc().recovery_threshold(2) == 7
     vectors = np.random.default_rng(0).normal(0, 1, (9, 8))
     refs = ReferenceSets(tuple(range(9)), ((0, tuple(range(9))),))
-    coded, real = coded_round(vectors, refs, params, seed=1, drop=4)
+    coded, real = coded_round(vectors, refs, params, seed=1, drop=2)
     np.testing.assert_allclose(coded.point, plaintext_distances(real, refs).point, rtol=1e-9)
 
 
@@ -142,7 +146,7 @@ def separated_groups(
 def test_coded_secpc_finds_well_separated_groups(sizes: list[int], seed: int) -> None:
     n, r = sum(sizes), 16
     vectors, labels = separated_groups(sizes, r, seed)
-    params = _params(n, r, k=1, t=-(-(n // 2) // 2))
+    params = _params(n, r, k=1)
     config = ClusteringConfig(min_aggregation_size=2, max_clusters=6)
     membership = Membership.initial(range(n))
     for round_index in range(2 + 2 * len(sizes)):
