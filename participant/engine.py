@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 ENDED = frozenset({"published", "failed", "aborted"})
 #: 409 codes that mean "the round moved on without you": poll again, do not stop.
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
+#: Federation states (the task's ``federation.state``) after which no round starts again.
+FEDERATION_ENDED = frozenset({"finished", "aborted"})
 #: How many rounds back the daemon keeps recorded beacon commitments (StateDir.BEACONS).
 KEEP_BEACONS = 8
 #: The longest wait the daemon takes from the coordinator's ``poll_after_s`` hint.
@@ -155,6 +157,8 @@ class Engine:
         self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
         self.params: CryptoParams = crypto_params(self.config)
         self._beacon_log: dict[str, str] | None = None
+        self.ended: str = ""
+        """Set when :meth:`run` returns: why it stopped and where the final prompt is."""
         self._restore_trainer()
 
     # -- per-round progress ----------------------------------------------------------------
@@ -291,15 +295,39 @@ class Engine:
                     seen.add(int(number))
                     handled += 1
                 if rounds is not None and handled >= rounds:
+                    self.ended = self._final_words(f"stopped after --rounds {rounds}")
                     return handled
                 if until_complete and total is not None and int(number) >= int(total):
+                    self.ended = self._final_words("finished: rounds done")
                     return handled
+            federation = task.get("federation") or {}
+            if (
+                until_complete
+                and federation.get("state") in FEDERATION_ENDED
+                and (number is None or task.get("stage") in ENDED)
+            ):
+                # The coordinator ended the federation (privacy budget spent, aborted by
+                # the admin) and the last round is over: step() fetched its outcome.
+                self.ended = self._final_words(str(federation.get("reason") or "ended"))
+                return handled
             busy = (
                 task["action"] in ("share", "compute_distances", "compute_sums")
                 and not task["uploaded"]
             )
             if not busy:
                 self._sleep(poll_interval(task, self.poll_s))
+
+    def _final_words(self, why: str) -> str:
+        """One line: why the daemon stops and where the personalized prompt is (the newest
+        round directory with trained state: the cluster's global and the local prompt)."""
+        trained = [n for n in self.state.round_numbers() if self.progress(n).get("trained")]
+        if not trained:
+            return f"federation {why}; this participant trained in no round, so there is no prompt"
+        where = self.state.root / "rounds" / str(trained[-1])
+        return (
+            f"federation {why}; the final prompt is in {where} (state-global.npy, "
+            "state-local.npy): 'secfpp-participant export' writes it to one file"
+        )
 
     # -- stages ----------------------------------------------------------------------------
     def _committee_ok(self, task: dict[str, Any], number: int, stage: str) -> bool:

@@ -126,7 +126,8 @@ def _drive_current(session: SessionDep, driver: RoundDriver, federation_id: str)
     responses={
         409: {
             "description": "`round_in_progress`, `enrollment_incomplete`, `rounds_exhausted` "
-            "or `privacy_budget_exceeded`",
+            "or `privacy_budget_exceeded` (both end the federation: `status.state` "
+            "finished), `federation_paused` or `federation_ended`",
             **PROBLEM,
         }
     },
