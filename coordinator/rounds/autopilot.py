@@ -18,8 +18,9 @@ other start gets ``round_in_progress`` and does nothing; the status changes are
 compare-and-sets.
 
 Work per tick: a federation that was found idle is not looked at again for
-``RECHECK_S`` seconds (of the monotonic clock) unless its status or newest round changed (a manual federation
-waiting for its admin, an auto one waiting for enrollments).
+``RECHECK_S`` seconds (of the monotonic clock) unless its status or newest round
+changed (a manual federation waiting for its admin, an auto one waiting for
+enrollments).
 """
 
 from __future__ import annotations

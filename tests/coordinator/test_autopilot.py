@@ -192,14 +192,18 @@ def test_two_autopilots_at_once_start_exactly_one_round(db_url: str) -> None:
             barrier = threading.Barrier(2)
             outcomes: list[str] = []
 
-            def advance(driver: RoundDriver) -> None:
+            def advance(
+                driver: RoundDriver, barrier: threading.Barrier, outcomes: list[str]
+            ) -> None:
                 with driver.sessions() as session:
                     federation = session.get(Federation, fid)
                     assert federation is not None
                     barrier.wait()
                     outcomes.append(autopilot.advance(session, driver, federation, clock()))
 
-            threads = [threading.Thread(target=advance, args=(d,)) for d in drivers]
+            threads = [
+                threading.Thread(target=advance, args=(d, barrier, outcomes)) for d in drivers
+            ]
             for t in threads:
                 t.start()
             for t in threads:
