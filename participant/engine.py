@@ -59,6 +59,9 @@ ENDED = frozenset({"published", "failed", "aborted"})
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
 #: Federation states (the task's ``federation.state``) after which no round starts again.
 FEDERATION_ENDED = frozenset({"finished", "aborted"})
+#: A round directory's files that make up the personalized prompt: the cluster's
+#: published global prompt, and the trainer's state after the round (global and local).
+FINAL_FILES = ("global.npy", "state-global.npy", "state-local.npy")
 #: How many rounds back the daemon keeps recorded beacon commitments (StateDir.BEACONS).
 KEEP_BEACONS = 8
 #: The longest wait the daemon takes from the coordinator's ``poll_after_s`` hint.
@@ -157,6 +160,8 @@ class Engine:
         self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
         self.params: CryptoParams = crypto_params(self.config)
         self._beacon_log: dict[str, str] | None = None
+        self._handled: set[int] = set()
+        """Rounds whose outcome this process fetched (also those caught up late)."""
         self.ended: str = ""
         """Set when :meth:`run` returns: why it stopped and where the final prompt is."""
         self._restore_trainer()
@@ -284,16 +289,18 @@ class Engine:
 
         Returns the number of rounds whose outcome this call handled.
         """
-        handled = 0
         seen: set[int] = set()
         total = (self.config.get("rounds") or {}).get("total")
         while True:
             task = self.step()
             number = task["round"]
-            if number is not None and self.progress(int(number)).get("outcome_done"):
-                if int(number) not in seen:
-                    seen.add(int(number))
-                    handled += 1
+            done = number is not None and self.progress(int(number)).get("outcome_done")
+            if done:
+                seen.add(int(number))
+            # Also the rounds whose outcome _catch_up fetched: the next round may start (on
+            # autopilot) before this daemon polled the previous one's outcome.
+            handled = len(seen | self._handled)
+            if done:
                 if rounds is not None and handled >= rounds:
                     self.ended = self._final_words(f"stopped after --rounds {rounds}")
                     return handled
@@ -320,13 +327,16 @@ class Engine:
     def _final_words(self, why: str) -> str:
         """One line: why the daemon stops and where the personalized prompt is (the newest
         round directory with trained state: the cluster's global and the local prompt)."""
-        trained = [n for n in self.state.round_numbers() if self.progress(n).get("trained")]
-        if not trained:
+        rounds = self.state.round_numbers()
+        published = [n for n in rounds if self.progress(n).get("outcome_stage") == "published"]
+        trained = [n for n in rounds if self.progress(n).get("trained")]
+        if not published and not trained:
             return f"federation {why}; this participant trained in no round, so there is no prompt"
-        where = self.state.root / "rounds" / str(trained[-1])
+        where = self.state.root / "rounds" / str((published or trained)[-1])
+        files = [n for n in FINAL_FILES if (where / n).exists()]
         return (
-            f"federation {why}; the final prompt is in {where} (state-global.npy, "
-            "state-local.npy): 'secfpp-participant export' writes it to one file"
+            f"federation {why}; the final prompt is in {where} ({', '.join(files)}): "
+            "'secfpp-participant export' writes it to one file"
         )
 
     # -- stages ----------------------------------------------------------------------------
@@ -544,4 +554,5 @@ class Engine:
             outcome_done=True, outcome_stage=outcome["stage"], next_cluster=outcome.get("cluster")
         )
         self._commit(number, progress)
+        self._handled.add(number)
         self.state.drop_round_shares(number)
