@@ -50,9 +50,12 @@ from coordinator.participant_tokens import (
 )
 from coordinator.rounds import control
 
-__all__ = ["PREFIX", "links_router", "router", "templates"]
+__all__ = ["FRAGMENTS", "PREFIX", "links_router", "router", "templates"]
 
 PREFIX = "/dashboard"
+FRAGMENTS = ("/timeline", "/sections", "/status", "/federations-table")
+"""Endings of the parts of pages that ``dashboard.js`` polls: without a session they
+answer 401 (the script says the session ended), not a redirect to the login form."""
 TIMELINE_ROUNDS = 12
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.globals.update(palette=charts.PALETTE, colour=charts.cluster_colour, prefix=PREFIX)
