@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from coordinator.db.errors import is_database_unavailable
@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 RECHECK_S: Final = 1.0
 """How long an idle federation is left alone when nothing about it changed."""
 
-_Key = tuple[str, int | None, str | None]
+_Key = tuple[str, int | None]
+"""A federation as the idle memo sees it: its status and the number of its newest round."""
 
 
 def advance(session: Session, driver: RoundDriver, federation: Federation, now: datetime) -> str:
@@ -115,17 +116,23 @@ class Autopilot:
         running = exists().where(
             Round.federation_id == Federation.id, Round.stage.not_in([s.value for s in TERMINAL])
         )
+        newest = (
+            select(func.max(Round.number))
+            .where(Round.federation_id == Federation.id)
+            .scalar_subquery()
+        )
+        # One query per tick: the live federations with no running round, and the number
+        # of their newest (ended) round, whose stage can no longer change.
         rows = session.execute(
-            select(Federation.id, Federation.status).where(
+            select(Federation.id, Federation.status, newest).where(
                 Federation.status.in_(list(lifecycle.LIVE)), ~running
             )
         ).all()
         session.rollback()
         outcomes: dict[str, str] = {}
         now = self.driver.clock()
-        for federation_id, status in rows:
-            last = store.current_round_head(session, federation_id)
-            key: _Key = (status, None, None) if last is None else (status, last.number, last.stage)
+        for federation_id, status, number in rows:
+            key: _Key = (status, number)
             memo = self._idle.get(federation_id)
             if memo is not None and memo[0] == key and time.monotonic() < memo[1]:
                 continue

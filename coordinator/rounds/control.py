@@ -21,6 +21,11 @@ __all__ = ["abort", "pause", "resume"]
 PAUSED_BY_ADMIN = "paused by admin"
 
 
+def _with_reason(what: str, reason: str | None) -> str:
+    """``what``, or ``what: reason`` when the admin gave one."""
+    return f"{what}: {reason}" if reason else what
+
+
 def _ended(federation: Federation) -> ProblemError:
     return ProblemError(
         "federation_ended", f"the federation has ended ({federation.status_reason})"
@@ -51,7 +56,7 @@ def pause(
 ) -> Federation:
     """No new round starts (by the autopilot or the admin) until :func:`resume`; a
     running round goes on to its end."""
-    text = PAUSED_BY_ADMIN if not reason else f"{PAUSED_BY_ADMIN}: {reason}"
+    text = _with_reason(PAUSED_BY_ADMIN, reason)
     return _change(
         session,
         federation,
@@ -79,7 +84,7 @@ def abort(
 ) -> Federation:
     """End the federation for good (``aborted by admin``) and abort its running round,
     whose uploads are kept; every daemon exits at its next task poll."""
-    text = lifecycle.ABORTED_BY_ADMIN if not reason else f"{lifecycle.ABORTED_BY_ADMIN}: {reason}"
+    text = _with_reason(lifecycle.ABORTED_BY_ADMIN, reason)
     if not lifecycle.end(session, federation.id, text, now):
         session.rollback()
         session.refresh(federation)
