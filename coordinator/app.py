@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
-from coordinator.api import admin, lists, ops, participants, tokens
+from coordinator.api import admin, lifecycle, lists, ops, participants, tokens
 from coordinator.api.availability import database_limits, install_outage_handlers
 from coordinator.api.body import RequestBodyGuard
 from coordinator.api.docs import install_offline_docs
@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.add_middleware(RequestBodyGuard, max_bytes=settings.max_body_bytes)
     app.include_router(lists.router)
     app.include_router(admin.router)
+    app.include_router(lifecycle.router)
     app.include_router(tokens.router)
     app.include_router(participants.enroll_router)
     app.include_router(participants.router)

@@ -313,7 +313,14 @@ class ClusteringPolicy(_Frozen):
 
 
 class RoundPolicy(_Frozen):
-    """How many rounds, how many of them warmup, and the global step size."""
+    """How many rounds, how many of them warmup, the global step size, and who starts them.
+
+    ``schedule``: ``manual``, the admin starts every round (``POST .../rounds``);
+    ``auto``, the coordinator starts round 1 once every participant has enrolled and each
+    next round when the previous one ended (published, failed or aborted), at least
+    ``min_interval_s`` after it, until ``total``, the privacy budget or an admin pause
+    (docs/running-a-federation.md).
+    """
 
     total: int | None = Field(
         default=None, ge=1, le=limits.INT32_MAX, description="Rounds allowed; null: unbounded."
@@ -330,6 +337,19 @@ class RoundPolicy(_Frozen):
         le=limits.MAX_LR_GLOBAL,
         allow_inf_nan=False,
         description="G_c <- G_c + lr_global * mean.",
+    )
+    schedule: Literal["manual", "auto"] = Field(
+        default="manual",
+        description="auto: the coordinator starts every round itself (round 1 once all "
+        "participants enrolled, the next when the previous one ended); manual: the admin "
+        "starts each with POST .../rounds.",
+    )
+    min_interval_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=limits.MAX_DEADLINE_S,
+        allow_inf_nan=False,
+        description="auto: seconds between the end of a round and the start of the next.",
     )
 
 

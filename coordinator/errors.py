@@ -50,6 +50,8 @@ PROBLEMS: dict[str, tuple[int, str]] = {
     "round_finished": (409, "The round has already finished"),
     "rounds_exhausted": (409, "The federation has run all its configured rounds"),
     "enrollment_incomplete": (409, "Not every participant has enrolled"),
+    "federation_paused": (409, "The federation is paused; resume it first"),
+    "federation_ended": (409, "The federation has finished or was aborted"),
     "federation_full": (409, "Every participant slot is taken"),
     "public_key_taken": (409, "Another participant of the federation holds this public key"),
     "participant_revoked": (409, "The participant was revoked"),

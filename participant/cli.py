@@ -254,7 +254,7 @@ def _run(args: argparse.Namespace) -> int:
         return _build_trainer(args, state, identity, say)
 
     retry = RetryPolicy(give_up_after_s=args.give_up_after)
-    handled = serve(
+    handled, ended = serve(
         args.state,
         make_trainer,
         poll_s=args.poll,
@@ -262,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:
         retry=retry,
         on_progress=say,
     )
-    say(f"done: {handled} rounds")
+    say(f"done: {handled} rounds; {ended}")
     return 0
 
 

@@ -11,7 +11,9 @@ retrying cannot fix.
 Exit statuses (``secfpp-participant run``; a systemd unit restarts on the others):
 
 =====  ====================  ==========================================================
- 0     done                  the federation's last round (or ``--rounds``) was handled
+ 0     done                  the federation's last round (or ``--rounds``) was handled,
+                             or the federation ended (finished, aborted): one line says
+                             why and where the final prompt is
  2     refused               a request was refused (4xx) for a reason other than below
  3     unavailable           the coordinator failed past ``--give-up-after`` or kept
                              answering 500
@@ -83,11 +85,12 @@ def serve(
     retry: RetryPolicy | None = None,
     on_progress: Callable[[str], None] | None = None,
     timeout_s: float = 60.0,
-) -> int:
+) -> tuple[int, str]:
     """Check the state, check it against the coordinator, then take part in rounds.
 
     ``make_trainer(identity)`` builds the local trainer, only after both checks passed.
-    Returns the number of rounds handled; raises what :func:`guarded` maps to statuses.
+    Returns the number of rounds handled and the engine's last words (why it stopped and
+    where the final prompt is); raises what :func:`guarded` maps to statuses.
     """
     state = StateDir(state_dir)
     identity = state.check()
@@ -109,7 +112,8 @@ def serve(
         me = verify_enrollment(client, state, identity)
         trainer = make_trainer({**identity, "config": identity.get("config") or me["config"]})
         engine = Engine(client, state, trainer, poll_s=poll_s, on_progress=on_progress)
-        return engine.run(rounds=rounds)
+        handled = engine.run(rounds=rounds)
+        return handled, engine.ended
     finally:
         client.close()
 

@@ -58,6 +58,11 @@ log = logging.getLogger(__name__)
 ENDED = frozenset({"published", "failed", "aborted"})
 #: 409 codes that mean "the round moved on without you": poll again, do not stop.
 MOVED_ON = {"wrong_stage", "wrong_round", "participant_dropped", "not_expected"}
+#: Federation states (the task's ``federation.state``) after which no round starts again.
+FEDERATION_ENDED = frozenset({"finished", "aborted"})
+#: A round directory's files that make up the personalized prompt: the cluster's
+#: published global prompt, and the trainer's state after the round (global and local).
+FINAL_FILES = ("global.npy", "state-global.npy", "state-local.npy")
 #: How many rounds back the daemon keeps recorded beacon commitments (StateDir.BEACONS).
 KEEP_BEACONS = 8
 #: The longest wait the daemon takes from the coordinator's ``poll_after_s`` hint.
@@ -156,6 +161,10 @@ class Engine:
         self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
         self.params: CryptoParams = crypto_params(self.config)
         self._beacon_log: dict[str, str] | None = None
+        self._handled: set[int] = set()
+        """Rounds whose outcome this process fetched (also those caught up late)."""
+        self.ended: str = ""
+        """Set when :meth:`run` returns: why it stopped and where the final prompt is."""
         self._restore_trainer()
 
     # -- per-round progress ----------------------------------------------------------------
@@ -281,26 +290,55 @@ class Engine:
 
         Returns the number of rounds whose outcome this call handled.
         """
-        handled = 0
         seen: set[int] = set()
         total = (self.config.get("rounds") or {}).get("total")
         while True:
             task = self.step()
             number = task["round"]
-            if number is not None and self.progress(int(number)).get("outcome_done"):
-                if int(number) not in seen:
-                    seen.add(int(number))
-                    handled += 1
+            done = number is not None and self.progress(int(number)).get("outcome_done")
+            if done:
+                seen.add(int(number))
+            # Also the rounds whose outcome _catch_up fetched: the next round may start (on
+            # autopilot) before this daemon polled the previous one's outcome.
+            handled = len(seen | self._handled)
+            if done:
                 if rounds is not None and handled >= rounds:
+                    self.ended = self._final_words(f"stopped after --rounds {rounds}")
                     return handled
                 if until_complete and total is not None and int(number) >= int(total):
+                    self.ended = self._final_words("finished: rounds done")
                     return handled
+            federation = task.get("federation") or {}
+            if (
+                until_complete
+                and federation.get("state") in FEDERATION_ENDED
+                and (number is None or task.get("stage") in ENDED)
+            ):
+                # The coordinator ended the federation (privacy budget spent, aborted by
+                # the admin) and the last round is over: step() fetched its outcome.
+                self.ended = self._final_words(str(federation.get("reason") or "ended"))
+                return handled
             busy = (
                 task["action"] in ("share", "compute_distances", "compute_sums")
                 and not task["uploaded"]
             )
             if not busy:
                 self._sleep(poll_interval(task, self.poll_s))
+
+    def _final_words(self, why: str) -> str:
+        """One line: why the daemon stops and where the personalized prompt is (the newest
+        round directory with trained state: the cluster's global and the local prompt)."""
+        rounds = self.state.round_numbers()
+        published = [n for n in rounds if self.progress(n).get("outcome_stage") == "published"]
+        trained = [n for n in rounds if self.progress(n).get("trained")]
+        if not published and not trained:
+            return f"federation {why}; this participant trained in no round, so there is no prompt"
+        where = self.state.root / "rounds" / str((published or trained)[-1])
+        files = [n for n in FINAL_FILES if (where / n).exists()]
+        return (
+            f"federation {why}; the final prompt is in {where} ({', '.join(files)}): "
+            "'secfpp-participant export' writes it to one file"
+        )
 
     # -- stages ----------------------------------------------------------------------------
     def _committee_ok(self, task: dict[str, Any], number: int, stage: str) -> bool:
@@ -527,4 +565,5 @@ class Engine:
             outcome_done=True, outcome_stage=outcome["stage"], next_cluster=outcome.get("cluster")
         )
         self._commit(number, progress)
+        self._handled.add(number)
         self.state.drop_round_shares(number)

@@ -56,7 +56,7 @@ FEDERATION_EXAMPLE = {
     "n_participants": 8,
     "prompt": {"n_ctx": 16, "dim": 512},
     "tolerance": {"reduced_dim": 128, "dropout_fraction": 0.25, "collusion_fraction": 0.25},
-    "rounds": {"total": 20, "warmup_rounds": 1, "lr_global": 1.0},
+    "rounds": {"total": 20, "warmup_rounds": 1, "lr_global": 1.0, "schedule": "auto"},
     "deadlines": {"sharing_s": 3600, "distances_s": 600, "aggregation_s": 600},
     "dp": {"mechanism": "none"},
 }
@@ -126,7 +126,8 @@ def _drive_current(session: SessionDep, driver: RoundDriver, federation_id: str)
     responses={
         409: {
             "description": "`round_in_progress`, `enrollment_incomplete`, `rounds_exhausted` "
-            "or `privacy_budget_exceeded`",
+            "or `privacy_budget_exceeded` (both end the federation: `status.state` "
+            "finished), `federation_paused` or `federation_ended`",
             **PROBLEM,
         }
     },

@@ -20,6 +20,7 @@ from coordinator.api.deps import SessionDep, require_admin
 from coordinator.api.models import (
     FederationOut,
     FederationPage,
+    FederationStatus,
     ParticipantPage,
     ParticipantSummary,
     RoundPage,
@@ -63,6 +64,13 @@ def federation_out(session: SessionDep, federation: Federation) -> FederationOut
         config=FederationConfig.model_validate(federation.config),
         enrolled=enrolled_count(session, federation.id),
         current_round=None if last is None else last.number,
+        status=FederationStatus.model_validate(
+            {
+                "state": federation.status,
+                "reason": federation.status_reason,
+                "ended_at": federation.ended_at,
+            }
+        ),
     )
 
 

@@ -44,8 +44,10 @@ __all__ = [
     "FederationMetrics",
     "FederationOut",
     "FederationPage",
+    "FederationStatus",
     "Inbox",
     "InboxEnvelope",
+    "LifecycleRequest",
     "MetricsReceipt",
     "MetricsUpload",
     "ParticipantOut",
@@ -98,6 +100,20 @@ class _Model(BaseModel):
 
 
 # -- admin ------------------------------------------------------------------------------
+class FederationStatus(_Model):
+    """Where the federation stands in its lifecycle (docs/running-a-federation.md)."""
+
+    state: Literal["active", "paused", "finished", "aborted"] = Field(
+        description="active: rounds run; paused: no new round starts; finished, aborted: "
+        "ended for good (daemons exit)."
+    )
+    reason: str | None = Field(
+        description="Why it paused or ended: 'finished: rounds done', 'finished: privacy "
+        "budget spent', 'aborted by admin' (with the admin's reason), or the pause reason."
+    )
+    ended_at: datetime | None = None
+
+
 class FederationOut(_Model):
     id: str
     name: str
@@ -105,6 +121,15 @@ class FederationOut(_Model):
     config: FederationConfig
     enrolled: int = Field(description="Participants enrolled so far.")
     current_round: int | None = Field(description="Number of the newest round, if any.")
+    status: FederationStatus
+
+
+class LifecycleRequest(_Model):
+    """The optional body of pause and abort: a reason shown in the API and dashboard."""
+
+    reason: limits.PlainText | None = Field(default=None, max_length=500)
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"reason": "holiday freeze"}]})
 
 
 class EnrollmentTokensRequest(_Model):
@@ -348,6 +373,11 @@ class Task(_Model):
         default=None,
         description="Committee federations: the commitment to the next round's beacon, "
         "published before that round's roster is fixed. Null: all-to-all, or no next round.",
+    )
+    federation: FederationStatus = Field(
+        default_factory=lambda: FederationStatus(state="active", reason=None),
+        description="The federation's lifecycle state: once finished or aborted no round "
+        "starts again, and a daemon exits after handling the last round's outcome.",
     )
     poll_after_s: float = Field(
         default=0.0,

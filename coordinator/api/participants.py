@@ -233,6 +233,7 @@ def task(
     participant = _synced(request, session, driver, settings, now, credentials)
     config = _config(session, driver, participant)
     doc = views.task(session, participant, config)
+    doc.federation = views.federation_status(session, participant.federation_id)
     session.rollback()  # release the connection in this thread (deps.get_session)
     d = config.deadlines
     doc.poll_after_s = views.poll_after(

@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordinator.dashboard.auth import DashboardAuthError
-from coordinator.dashboard.routes import PREFIX, links_router, router, templates
+from coordinator.dashboard.routes import FRAGMENTS, PREFIX, links_router, router, templates
 
 __all__ = ["install_dashboard"]
 
@@ -56,7 +56,7 @@ class DashboardHeaders:
 
 def _auth_failed(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DashboardAuthError)
-    fragment = request.url.path.endswith("/timeline")
+    fragment = request.url.path.endswith(FRAGMENTS)
     if exc.status == 401 and request.method == "GET" and not fragment:
         target = request.url.path
         return RedirectResponse(

@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from coordinator.api.lists import list_federations
+from coordinator.api.models import FederationStatus
 from coordinator.config import FederationConfig
 from coordinator.dashboard.charts import Cell
 from coordinator.dashboard.timeline import RoundLine, round_line
@@ -26,7 +27,7 @@ from coordinator.federations import get_federation
 from coordinator.limits import MAX_PAGE_LIMIT
 from coordinator.participant_tokens import participants_of
 from coordinator.rounds import history, store
-from coordinator.rounds.machine import TERMINAL, Stage
+from coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
 from coordinator.rounds.participant_metrics import metric_values
 from coordinator.rounds.state import RoundState
 from crypto.dp import LedgerRecord, epsilon_by_participant
@@ -72,7 +73,14 @@ def privacy_summary(config: FederationConfig) -> str:
     return f"{text}; secret-shared aggregation" if config.strategy != "dpfpl" else text
 
 
-def _state_text(config: FederationConfig, enrolled: int, last: Round | None) -> str:
+def _state_text(
+    config: FederationConfig, enrolled: int, last: Round | None, status: FederationStatus
+) -> str:
+    if status.state in ("finished", "aborted"):
+        return status.reason or status.state
+    if status.state == "paused":
+        where = "" if last is None else f"; round {last.number}: {last.stage}"
+        return f"paused{where}"
     if enrolled < config.n_participants:
         return f"enrolling ({enrolled}/{config.n_participants})"
     if last is None:
@@ -101,7 +109,7 @@ def federation_rows(session: Session) -> list[FederationRow]:
                 FederationRow(
                     id=fed.id,
                     name=fed.name,
-                    state=_state_text(fed.config, fed.enrolled, last),
+                    state=_state_text(fed.config, fed.enrolled, last, fed.status),
                     strategy=fed.config.strategy,
                     privacy=privacy_summary(fed.config),
                     n_participants=fed.config.n_participants,
@@ -176,6 +184,28 @@ class FederationView:
     refusals: list[Any] = field(default_factory=list)
     accuracy: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     accuracy_by_participant: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    published: int = 0
+    """Rounds published so far."""
+
+    @property
+    def split_threshold(self) -> float:
+        """The split threshold in force (the configured one, else the signal's default)."""
+        return self.config.clustering.split_rules(self.config.reduction.signal)[0]
+
+
+@dataclass
+class StatusView:
+    """The federation's lifecycle line (``_status.html``), without loading its rounds."""
+
+    federation: Federation
+    config: FederationConfig
+    published: int
+
+
+def status_view(session: Session, federation_id: str) -> StatusView:
+    federation = get_federation(session, federation_id)
+    config = FederationConfig.model_validate(federation.config)
+    return StatusView(federation, config, store.count_published(session, federation_id))
 
 
 def _loaded(
@@ -196,11 +226,22 @@ def _lines(
     lines = []
     for rnd in rounds:
         live = None
-        stage = Stage(rnd.stage)
-        if stage in (Stage.SHARING, Stage.DISTANCES, Stage.AGGREGATION):
+        stage = _last_open_stage(rnd, events[rnd.id])
+        if stage in UPLOAD_STAGES:
             live = history.uploaded_by(session, rnd.id, stage)
         lines.append(round_line(rnd, states[rnd.id], events[rnd.id], live))
     return lines
+
+
+def _last_open_stage(rnd: Round, events: Sequence[RoundEvent]) -> Stage:
+    """The round's stage, or for a failed or aborted round the stage it was in when it
+    ended (its uploads so far are what the timeline shows for that stage)."""
+    stage = Stage(rnd.stage)
+    if stage in (Stage.FAILED, Stage.ABORTED):
+        for event in reversed(events):
+            if event.to_stage == stage.value and event.from_stage is not None:
+                return Stage(event.from_stage)
+    return stage
 
 
 def timeline_view(session: Session, federation_id: str, last: int) -> list[RoundLine]:
@@ -324,6 +365,7 @@ def federation_view(
         participants=participants_of(session, federation_id),
         lines=_lines(session, recent, states, events)[::-1],
     )
+    view.published = sum(r.stage == Stage.PUBLISHED.value for r in rounds)
     _heatmap(view, rounds, states)
     _clustering(view, rounds, states, events)
     _privacy(session, view)

@@ -48,10 +48,14 @@ from coordinator.participant_tokens import (
     revoke_participant,
     rotate_participant_token,
 )
+from coordinator.rounds import control
 
-__all__ = ["PREFIX", "links_router", "router", "templates"]
+__all__ = ["FRAGMENTS", "PREFIX", "links_router", "router", "templates"]
 
 PREFIX = "/dashboard"
+FRAGMENTS = ("/timeline", "/sections", "/status", "/federations-table")
+"""Endings of the parts of pages that ``dashboard.js`` polls: without a session they
+answer 401 (the script says the session ended), not a redirect to the login form."""
 TIMELINE_ROUNDS = 12
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.globals.update(palette=charts.PALETTE, colour=charts.cluster_colour, prefix=PREFIX)
@@ -219,25 +223,96 @@ def federations(request: Request, session: SessionDep, me: Dashboard) -> HTMLRes
     return _page(request, "federations.html", me=me, rows=pages.federation_rows(session))
 
 
-@router.get("/federations/{federation_id}", response_class=HTMLResponse)
-def federation(
-    request: Request, session: SessionDep, now: Now, me: Dashboard, federation_id: FederationId
-) -> HTMLResponse:
+@router.get("/federations-table", response_class=HTMLResponse)
+def federations_table(request: Request, session: SessionDep, me: Dashboard) -> HTMLResponse:
+    """The live part of the federations list (polled by ``dashboard.js``)."""
+    return _page(request, "_federations_table.html", rows=pages.federation_rows(session))
+
+
+def _federation_context(session: SessionDep, federation_id: str) -> dict[str, Any]:
+    """What the federation page and its live sections render."""
     view = pages.federation_view(session, federation_id, timeline_rounds=TIMELINE_ROUNDS)
-    return _page(
-        request,
-        "federation.html",
-        me=me,
-        view=view,
-        now=now,
-        heatmap=charts.heatmap(
+    return {
+        "view": view,
+        "heatmap": charts.heatmap(
             [f"{p.lcc_index}: {p.display_name[:28]}" for p in view.participants],
             view.heat_rounds,
             view.heat_cells,
         ),
-        privacy=pages.privacy_summary(view.config),
-        accuracy_chart=_accuracy_chart(view),
-        split_chart=_split_chart(view),
+        "privacy": pages.privacy_summary(view.config),
+        "accuracy_chart": _accuracy_chart(view),
+        "split_chart": _split_chart(view),
+    }
+
+
+@router.get("/federations/{federation_id}", response_class=HTMLResponse)
+def federation(
+    request: Request, session: SessionDep, now: Now, me: Dashboard, federation_id: FederationId
+) -> HTMLResponse:
+    return _page(
+        request,
+        "federation.html",
+        me=me,
+        now=now,
+        notice=request.query_params.get("notice", "")[:200],
+        **_federation_context(session, federation_id),
+    )
+
+
+@router.get("/federations/{federation_id}/sections", response_class=HTMLResponse)
+def sections(
+    request: Request, session: SessionDep, me: Dashboard, federation_id: FederationId
+) -> HTMLResponse:
+    """Clusters, privacy, what the coordinator learned, accuracy (polled by ``dashboard.js``)."""
+    return _page(request, "_sections.html", **_federation_context(session, federation_id))
+
+
+@router.get("/federations/{federation_id}/status", response_class=HTMLResponse)
+def federation_status(
+    request: Request, session: SessionDep, me: Dashboard, federation_id: FederationId
+) -> HTMLResponse:
+    """The federation's lifecycle line (polled by ``dashboard.js``)."""
+    return _page(request, "_status.html", view=pages.status_view(session, federation_id))
+
+
+LIFECYCLE = ("pause", "resume", "abort")
+
+
+@router.post("/federations/{federation_id}/{action}", response_class=HTMLResponse)
+def lifecycle(
+    request: Request,
+    session: SessionDep,
+    now: Now,
+    me: Dashboard,
+    form: Form,
+    federation_id: FederationId,
+    action: str,
+) -> Response:
+    """Pause, resume or abort, as ``POST /v1/federations/{id}/pause|resume|abort`` do
+    (the CSRF token first; abort needs its confirmation box ticked)."""
+    check_csrf(request, me, form.get("csrf"))
+    if action not in LIFECYCLE:
+        raise DashboardAuthError(f"unknown action {action!r}", status=404)
+    fed = pages.get_federation(session, federation_id)
+    reason = form.get("reason", "").strip()[:200] or None
+    try:
+        if action == "pause":
+            control.pause(session, fed, reason, now)
+        elif action == "resume":
+            control.resume(session, fed, now)
+        elif form.get("confirm") != "yes":
+            return _page(
+                request, "error.html", 422, me=me, message="Tick the box to confirm the abort."
+            )
+        else:
+            control.abort(session, fed, reason, now)
+    except ProblemError as err:
+        return _page(request, "error.html", err.status, me=me, message=err.detail)
+    notice = quote(
+        f"federation {fed.status}" + (f": {fed.status_reason}" if fed.status_reason else "")
+    )
+    return RedirectResponse(
+        f"{PREFIX}/federations/{federation_id}?notice={notice}", status.HTTP_303_SEE_OTHER
     )
 
 

@@ -4,7 +4,8 @@ Each stage of a round is a :class:`StageSpan`: it starts at the event that enter
 (``started`` enters ``sharing``) and ends at the event that left it; a stage still open
 has ``end=None``. Who contributed to a stage is what the stage recorded when it closed
 (``present`` for sharing, ``responders`` for the result stages); while it is open, the
-accepted uploads so far (passed in as ``live_uploads``).
+accepted uploads so far (passed in as ``live_uploads``); the same for the stage a failure
+or an abort ended, which recorded nothing when it closed.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def round_line(
     events: Sequence[RoundEvent],
     live_uploads: Sequence[int] | None = None,
 ) -> RoundLine:
-    """The timeline entry of ``rnd`` (``live_uploads``: accepted uploads of its open stage)."""
+    """The timeline entry of ``rnd`` (``live_uploads``: accepted uploads of its open stage,
+    or of the stage a failure or an abort ended)."""
     spans = _spans(events)
     dropped: dict[str, list[int]] = {}
     for index, stage in state.dropped.items():
@@ -92,10 +94,14 @@ def round_line(
             span.contributors = list(state.present)
         elif span.stage in state.responders:
             span.contributors = list(state.responders[span.stage])
-        elif span.end is None and live_uploads is not None:
+        elif live_uploads is not None and span is spans[-1]:
+            # the open stage, or the stage a failure or an abort ended: its uploads so far
             span.contributors = sorted(live_uploads)
-            expected = state.active() if span.stage == Stage.SHARING.value else state.computers()
-            span.waiting = sorted(set(expected) - set(live_uploads))
+            if span.end is None:
+                expected = (
+                    state.active() if span.stage == Stage.SHARING.value else state.computers()
+                )
+                span.waiting = sorted(set(expected) - set(live_uploads))
         span.dropped = sorted(dropped.get(span.stage, []))
         span.corrected = sorted(state.rejected.get(span.stage, []))
     return RoundLine(

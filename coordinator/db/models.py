@@ -115,6 +115,11 @@ class Federation(Base):
     name: Mapped[str] = mapped_column(String(200))
     config: Mapped[dict[str, Any]]
     created_at: Mapped[datetime]
+    status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
+    """``active``, ``paused`` (no round starts), ``finished`` or ``aborted`` (terminal)."""
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    """Why it paused or ended, e.g. ``finished: rounds done``."""
+    ended_at: Mapped[datetime | None]
 
 
 class Participant(Base):

@@ -25,6 +25,7 @@ from coordinator.jobs.postgres import (
     run_worker,
 )
 from coordinator.jobs.tasks import JobRuntime
+from coordinator.rounds.autopilot import Autopilot
 from coordinator.rounds.driver import RoundDriver
 from coordinator.settings import Settings
 
@@ -82,9 +83,10 @@ class JobRunner:
     def runtime(self, driver: RoundDriver) -> JobRuntime:
         """What this process's jobs run with: ``driver``, and the deadline lock of the
         queue (PostgreSQL: an advisory lock; SQLite: none needed)."""
+        autopilot = Autopilot(driver).run
         if isinstance(self.queue, PostgresJobs):
-            return JobRuntime(driver, self.completions, self.queue.deadline_lock)
-        return JobRuntime(driver, self.completions)
+            return JobRuntime(driver, self.completions, self.queue.deadline_lock, autopilot)
+        return JobRuntime(driver, self.completions, autopilot=autopilot)
 
     async def start(self, runtime: JobRuntime) -> None:
         """Open the queue and start this process's worker (if any)."""

@@ -4,7 +4,8 @@
   included (:meth:`~coordinator.rounds.driver.RoundDriver.decode`). Queued by a pass
   that found a decode due; the queueing lock ``round:<id>`` collapses duplicates.
 * ``check_deadlines(resumed_at)``: one pass over every unfinished round (the deadline
-  driver, :meth:`~coordinator.rounds.driver.RoundDriver.drive_all`); a due decode is
+  driver, :meth:`~coordinator.rounds.driver.RoundDriver.drive_all`), then the autopilot
+  (:mod:`coordinator.rounds.autopilot`: due round starts, federation ends); a due decode is
   queued as a ``drive_round`` job, not run here. Queued by every coordinator's ticker
   every ``tick_interval_s``; the queueing lock ``deadlines`` collapses them. On
   PostgreSQL one check runs at a time across all workers: it holds the
@@ -68,6 +69,9 @@ class JobRuntime:
     driver: RoundDriver
     completions: Completions = field(default_factory=Completions)
     deadline_lock: Callable[[], AbstractContextManager[bool]] = always_granted
+    autopilot: Callable[[], object] | None = None
+    """Starts due rounds and ends finished federations (``Autopilot.run``, autopilot.py):
+    after every deadline pass and every decode. None: rounds start only by hand."""
 
 
 def drive_round(runtime: JobRuntime, round_id: str, resumed_at: datetime) -> None:
@@ -75,6 +79,8 @@ def drive_round(runtime: JobRuntime, round_id: str, resumed_at: datetime) -> Non
     runtime.driver.adopt_resumed_at(resumed_at)
     try:
         runtime.driver.decode(round_id)
+        if runtime.autopilot is not None:
+            runtime.autopilot()  # the decode may have published the round
     finally:
         runtime.completions.mark(round_id)
 
@@ -87,6 +93,8 @@ def check_deadlines(runtime: JobRuntime, resumed_at: datetime) -> bool:
         with runtime.deadline_lock() as got:
             if got:
                 runtime.driver.drive_all()  # catches its own errors, round by round
+                if runtime.autopilot is not None:
+                    runtime.autopilot()  # catches its own errors too
             return got
     except Exception as err:  # the lock's connection failed: the next tick retries
         runtime.driver.note_outage()

@@ -36,6 +36,7 @@ async def _serve(database_url: str, concurrency: int | None, name: str | None) -
     from coordinator.jobs.runner import worker_options
     from coordinator.jobs.tasks import JobRuntime
     from coordinator.metrics import Metrics
+    from coordinator.rounds.autopilot import Autopilot
     from coordinator.rounds.driver import RoundDriver
     from coordinator.settings import get_settings
 
@@ -62,7 +63,11 @@ async def _serve(database_url: str, concurrency: int | None, name: str | None) -
     )
     options = worker_options(settings, name or default_worker_name("worker"))
     task = asyncio.create_task(
-        run_worker(database_url, JobRuntime(driver, completions, queue.deadline_lock), options)
+        run_worker(
+            database_url,
+            JobRuntime(driver, completions, queue.deadline_lock, Autopilot(driver).run),
+            options,
+        )
     )
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -21,7 +21,7 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import Federation, Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.prompts import initial_prompt
-from coordinator.rounds import beacons, history, store
+from coordinator.rounds import beacons, history, lifecycle, store
 from coordinator.rounds.driver import stage_deadline
 from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.protocol import ClusterRow, planned_releases
@@ -54,6 +54,14 @@ def start_round(session: Session, federation: Federation, now: datetime) -> Roun
     while True:
         try:
             return _start_once(session, federation, now)
+        except ProblemError as err:
+            # The last round was the last one, or the ledger cannot afford another: the
+            # federation has finished (lifecycle.py); the refusal still answers 409.
+            ending = _ENDINGS.get(err.code)
+            session.rollback()
+            if ending is not None and lifecycle.end(session, federation.id, ending, now):
+                session.commit()
+            raise
         except IntegrityError:
             # PostgreSQL: the other start committed round ``number`` (or generation 0's
             # prompts) first; the unique keys refuse the second.
@@ -69,10 +77,15 @@ def start_round(session: Session, federation: Federation, now: datetime) -> Roun
 
 
 _START_RETRIES = 2
+_ENDINGS = {
+    "rounds_exhausted": lifecycle.ROUNDS_DONE,
+    "privacy_budget_exceeded": lifecycle.BUDGET_SPENT,
+}
 
 
 def _start_once(session: Session, federation: Federation, now: datetime) -> Round:
     config = FederationConfig.model_validate(federation.config)
+    lifecycle.require_startable(session, federation)
     last = store.current_round(session, federation.id)
     if last is not None and Stage(last.stage) not in TERMINAL:
         raise ProblemError(

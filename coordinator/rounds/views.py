@@ -18,6 +18,7 @@ from coordinator.api.models import (
     DistanceTask,
     EnvelopeSpec,
     EventOut,
+    FederationStatus,
     Inbox,
     InboxEnvelope,
     NextBeaconOut,
@@ -33,6 +34,7 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
+    Federation,
     Participant,
     Round,
     RoundEvent,
@@ -51,6 +53,7 @@ from crypto.wire import element_width
 __all__ = [
     "CONTEXT_STAGES",
     "envelope_specs",
+    "federation_status",
     "inbox",
     "inbox_records",
     "outcome",
@@ -200,6 +203,16 @@ def _peers(session: Session, federation_id: str) -> list[Peer]:
             .order_by(Participant.lcc_index)
         )
     ]
+
+
+def federation_status(session: Session, federation_id: str) -> FederationStatus:
+    """The federation's lifecycle state (three small columns, not its config)."""
+    row = session.execute(
+        select(Federation.status, Federation.status_reason, Federation.ended_at).where(
+            Federation.id == federation_id
+        )
+    ).one()
+    return FederationStatus.model_validate({"state": row[0], "reason": row[1], "ended_at": row[2]})
 
 
 def task(session: Session, participant: Participant, config: FederationConfig) -> Task:

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from coordinator.app import create_app
 from coordinator.dashboard.auth import COOKIE, SESSION_TTL_S
-from coordinator.dashboard.routes import router
+from coordinator.dashboard.routes import FRAGMENTS, router
 from tests.coordinator.conftest import ADMIN, ADMIN_TOKEN, FakeClock, make_settings
 from tests.dashboard.conftest import FORM, csrf_of, login
 
@@ -29,6 +29,10 @@ PAGES = [
     ("GET", "/dashboard/", True),
     ("GET", "/dashboard/federations/{federation_id}", True),
     ("GET", "/dashboard/federations/{federation_id}/timeline", True),
+    ("GET", "/dashboard/federations/{federation_id}/sections", True),
+    ("GET", "/dashboard/federations/{federation_id}/status", True),
+    ("GET", "/dashboard/federations-table", True),
+    ("POST", "/dashboard/federations/{federation_id}/{action}", True),
     ("GET", "/dashboard/federations/{federation_id}/participants", True),
     ("GET", "/dashboard/federations/{federation_id}/participants/{participant_id}/{action}", True),
     ("POST", "/dashboard/federations/{federation_id}/participants/{participant_id}/{action}", True),
@@ -61,7 +65,7 @@ def test_no_data_without_a_session(
         client.cookies.clear()
         client.cookies.update(cookies)
         r = client.request(method, url, follow_redirects=False, headers=FORM, content="csrf=x")
-        if method == "GET" and not path.endswith("/timeline"):
+        if method == "GET" and not path.endswith(FRAGMENTS):
             assert r.status_code == 303
             assert r.headers["location"] == f"/dashboard/login?next={url}"
         else:

@@ -52,7 +52,8 @@ def main() -> int:
     retry = RetryPolicy(base_s=0.05, cap_s=0.5, log_every_s=5.0)
 
     def run() -> int:
-        serve(args.state, make_trainer, poll_s=args.poll, retry=retry)
+        handled, ended = serve(args.state, make_trainer, poll_s=args.poll, retry=retry)
+        logging.info("done: %d rounds; %s", handled, ended)
         return 0
 
     return guarded(run)
