@@ -164,7 +164,13 @@ class RoundStatus(_Model):
     dropped: dict[str, str] = Field(description="Participant index -> stage it dropped in.")
     uploads: dict[str, list[int]] = Field(description="Stage -> participants who uploaded.")
     rejected: dict[str, list[int]] = Field(
-        description="Stage -> participants whose evaluations decoding rejected."
+        description="Stage -> participants whose coded results error correction discarded "
+        "(the decoded values are right without them). What it proves: the named "
+        "participant's result is off the codeword the others agree on. What it does not "
+        "prove: that the named participant misbehaved. Sharing is not verifiable, so a "
+        "sender that sealed it a valid but inconsistent share causes the same rejection "
+        "and is not identified (docs/protocol.md section 4, 'What rejected proves'). "
+        "Nobody is dropped for it."
     )
     next_clusters: list[ClusterSet] | None = Field(description="Clustering result, if any.")
     committee: list[int] | None = Field(

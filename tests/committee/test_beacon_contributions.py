@@ -107,9 +107,11 @@ def test_non_revealers_are_left_out_with_their_reason(
         str(liar): "reveal_does_not_open",
     }
     announced = {c["index"]: c for c in f.task(0)["committee"]["contributions"]}
-    assert announced[silent]["value"] is None and announced[silent]["reason"] == "not_revealed"
+    assert announced[silent]["value"] is None
+    assert announced[silent]["reason"] == "not_revealed"
     assert announced[liar]["reason"] == "reveal_does_not_open"
-    assert announced[0]["value"] is not None and announced[0]["reason"] is None
+    assert announced[0]["value"] is not None
+    assert announced[0]["reason"] is None
 
 
 def _refusals(f: Any, number: int) -> list[dict[str, Any]]:
