@@ -151,6 +151,19 @@ def round_committee(
         raise CommitteeMismatchError(
             f"round {number}: the committee announcement is malformed ({err})"
         ) from None
+    sharing = task.get("sharing")
+    committee = check_announced_committee(
+        federation_id=federation_id,
+        round_number=number,
+        me=index,
+        committee_size=params.committee_size,
+        announced_size=size,
+        roster=roster,
+        beacon=beacon,
+        members=members,
+        recipients=None if sharing is None else [int(r) for r in sharing["recipients"]],
+        enrolled={int(p["index"]) for p in task["peers"]},
+    )
     if commitment is not None and not hmac.compare_digest(
         beacon_commitment(federation_id, number, own), commitment
     ):
@@ -169,19 +182,7 @@ def round_committee(
         me=index,
         revealed_mine=evidence.revealed,
     )
-    sharing = task.get("sharing")
-    return check_announced_committee(
-        federation_id=federation_id,
-        round_number=number,
-        me=index,
-        committee_size=params.committee_size,
-        announced_size=size,
-        roster=roster,
-        beacon=beacon,
-        members=members,
-        recipients=None if sharing is None else [int(r) for r in sharing["recipients"]],
-        enrolled={int(p["index"]) for p in task["peers"]},
-    )
+    return committee
 
 
 def committee_of(task: Mapping[str, Any]) -> dict[str, Any] | None:
