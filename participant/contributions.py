@@ -116,14 +116,7 @@ class ContributionLog:
             return
         value = bytes.fromhex(entry["value"])
         commitment = contribution_commitment(self.federation_id, target, self.index, value)
-        try:
-            self.client.beacon_contribution(target, {"commitment": commitment.hex()})
-        except RequestRefusedError as exc:
-            log.warning("round %s: beacon contribution not committed: %s", target, exc)
-            entry["closed"] = True
-        else:
-            entry["committed"] = True
-        self._save(newest)
+        self._send(target, newest, entry, "commitment", commitment.hex())
 
     def _reveal(self, target: int, newest: int) -> None:
         entry = self._entries().get(str(target))
@@ -131,13 +124,18 @@ class ContributionLog:
             return
         if entry.get("closed"):
             return
+        self._send(target, newest, entry, "value", entry["value"])
+
+    def _send(self, target: int, newest: int, entry: dict[str, Any], kind: str, hexed: str) -> None:
+        """Upload ``{kind: hexed}``; mark the entry acknowledged (``committed`` or
+        ``revealed``) or, when refused, ``closed`` (no more tries for that round)."""
         try:
-            self.client.beacon_contribution(target, {"value": entry["value"]})
+            self.client.beacon_contribution(target, {kind: hexed})
         except RequestRefusedError as exc:
-            log.warning("round %s: beacon contribution not revealed: %s", target, exc)
+            log.warning("round %s: beacon contribution (%s) refused: %s", target, kind, exc)
             entry["closed"] = True
         else:
-            entry["revealed"] = True
+            entry["committed" if kind == "commitment" else "revealed"] = True
         self._save(newest)
 
     def evidence(self, number: int) -> Evidence:
