@@ -9,7 +9,7 @@ reveals are accepted while round ``t - 1`` is the newest. Round ``t``'s start
 commitment and records each left-out contribution with its reason.
 
 Both the uploads and the round start lock the federation's row first (``SELECT ... FOR
-UPDATE`` on PostgreSQL; SQLite serializes writers anyway), so no commitment lands after
+NO KEY UPDATE`` on PostgreSQL; SQLite serializes writers anyway), so no commitment lands after
 its set was frozen and no reveal after its round's beacon was combined.
 """
 
@@ -38,8 +38,12 @@ __all__ = ["accept", "collect", "frozen_digest", "lock_federation"]
 
 
 def lock_federation(session: Session, federation_id: str) -> None:
-    """Take the federation row's write lock for the rest of the transaction."""
-    session.execute(select(Federation.id).where(Federation.id == federation_id).with_for_update())
+    """Take the federation row's lock for the rest of the transaction (PostgreSQL ``FOR NO
+    KEY UPDATE``: it serializes these lockers but not inserts whose foreign keys name the
+    federation, which take ``FOR KEY SHARE``)."""
+    session.execute(
+        select(Federation.id).where(Federation.id == federation_id).with_for_update(key_share=True)
+    )
 
 
 def _newest(session: Session, federation_id: str) -> int:
