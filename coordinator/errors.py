@@ -73,6 +73,10 @@ PROBLEMS: dict[str, tuple[int, str]] = {
     "value_out_of_range": (422, "A value is outside what the service can store"),
     "malformed_base64": (422, "A binary field is not valid base64"),
     "bad_payload": (422, "A packed field vector is malformed"),
+    "reveal_does_not_open": (
+        422,
+        "The revealed beacon contribution does not open its commitment",
+    ),
     "bad_envelope": (422, "A share envelope is malformed"),
     "unknown_recipient": (422, "An envelope names a recipient outside this federation"),
     "missing_recipient": (422, "The upload lacks envelopes for some recipients"),

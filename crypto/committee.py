@@ -50,7 +50,10 @@ A 32-byte uniform beacon makes it hiding (SHA-256 as a random oracle) and
 collision resistance makes it binding: a participant that recorded the commitment before
 the round's roster was fixed refuses any other beacon (:func:`check_announced_committee`
 with ``commitment``), so the coordinator cannot redraw the beacon until the committee
-suits it without that participant noticing.
+suits it without that participant noticing. It does not stop the coordinator from choosing
+the beacon before committing to it: the draw uses the beacon combined with participants'
+revealed contributions (:mod:`crypto.beacon_mix`), and the commitment binds the coordinator's
+part of it.
 
 **Verify** (:func:`verify_committee`). A participant recomputes the draw and refuses
 (:class:`CommitteeMismatchError`, reason ``committee_mismatch``) a committee that differs.

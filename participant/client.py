@@ -372,6 +372,13 @@ class CoordinatorClient:
         result: dict[str, Any] = self._request("POST", path, json=body)
         return result
 
+    def beacon_contribution(self, round_number: int, body: dict[str, str]) -> dict[str, Any]:
+        """Commit to (``{"commitment": hex}``) or reveal (``{"value": hex}``) this
+        participant's contribution to round ``round_number``'s committee beacon."""
+        path = f"/v1/participants/me/rounds/{round_number}/beacon-contribution"
+        result: dict[str, Any] = self._request("POST", path, json=body)
+        return result
+
     def outcome(self, round_number: int) -> dict[str, Any]:
         path = f"/v1/participants/me/rounds/{round_number}/outcome"
         result: dict[str, Any] = self._request("GET", path)

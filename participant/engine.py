@@ -34,6 +34,7 @@ from crypto.refusal import (
 from crypto.rng import RandomSource, SystemRandom
 from crypto.transport import KeyRing, load_private_key
 from participant.client import CoordinatorClient, RequestRefusedError
+from participant.contributions import ContributionLog
 from participant.protocol import (
     aggregation_payload,
     committee_of,
@@ -165,6 +166,15 @@ class Engine:
         """Rounds whose outcome this process fetched (also those caught up late)."""
         self.ended: str = ""
         """Set when :meth:`run` returns: why it stopped and where the final prompt is."""
+        total = (self.config.get("rounds") or {}).get("total")
+        self.contributions = ContributionLog(
+            client,
+            state,
+            self.rng,
+            federation_id=self.federation_id,
+            index=self.index,
+            last_round=None if total is None else int(total),
+        )
         self._restore_trainer()
 
     # -- per-round progress ----------------------------------------------------------------
@@ -245,6 +255,8 @@ class Engine:
         """Fetch the task and do its work once; returns the task document."""
         task = self.client.task()
         self._record_beacon(task)
+        if self.params.has_committee:
+            self.contributions.on_task(task)
         action = task["action"]
         if task["round"] is not None and task.get("stage") in ENDED:
             action = "fetch_outcome"  # published, failed or aborted: whatever our part was
@@ -362,6 +374,7 @@ class Engine:
                 federation_id=self.federation_id,
                 index=self.index,
                 commitment=self._commitment(number),
+                evidence=self.contributions.evidence(number),
             )
         except CommitteeMismatchError as exc:
             self._refuse(number, stage, progress, request, exc, blamed=())

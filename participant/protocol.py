@@ -9,6 +9,7 @@ refusal rules of DESIGN.md section 6 are applied here, before any coded result e
 from __future__ import annotations
 
 import base64
+import hmac
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,13 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from numpy.typing import NDArray
 
 from crypto.aggregation import member_sums, prepare_update
-from crypto.committee import CommitteeMismatchError, check_announced_committee, committee_binding
+from crypto.beacon_mix import Contribution, check_contributions
+from crypto.committee import (
+    CommitteeMismatchError,
+    beacon_commitment,
+    check_announced_committee,
+    committee_binding,
+)
 from crypto.dp.distributed import DistributedNoise
 from crypto.errors import ShareAuthenticationError
 from crypto.field import FieldArray
@@ -48,6 +55,7 @@ from crypto.wire import (
     unpack_field_vectors,
     vector_size,
 )
+from participant.contributions import Evidence
 from participant.rerandomize import ZERO_KIND, zero_sharing_length
 
 __all__ = [
@@ -95,12 +103,15 @@ def round_committee(
     federation_id: str,
     index: int,
     commitment: bytes | None = None,
+    evidence: Evidence | None = None,
 ) -> tuple[int, ...] | None:
     """The round's committee after checking the task's announcement; None when all-to-all.
 
     ``commitment`` is the commitment to this round's beacon that the daemon recorded
     before the round started (``next_beacon`` of an earlier task), if it saw one: the
-    announced beacon must open it.
+    announced ``coordinator_beacon`` must open it. The announced ``beacon`` must be that
+    value combined with the revealed contributions
+    (:func:`crypto.beacon_mix.check_contributions`, with this daemon's ``evidence``).
 
     Refuses (:class:`~crypto.committee.CommitteeMismatchError`, reason
     ``committee_mismatch``) a committee round in an all-to-all federation and the
@@ -125,15 +136,25 @@ def round_committee(
         )
     try:
         beacon = bytes.fromhex(str(announced["beacon"]))
+        own = bytes.fromhex(str(announced["coordinator_beacon"]))
         roster = [int(i) for i in announced["roster"]]
         members = [int(i) for i in announced["members"]]
         size = int(announced["size"])
+        parts = [
+            Contribution(
+                int(c["index"]),
+                bytes.fromhex(str(c["commitment"])),
+                None if c["value"] is None else bytes.fromhex(str(c["value"])),
+                None if c["reason"] is None else str(c["reason"]),
+            )
+            for c in announced["contributions"]
+        ]
     except (KeyError, TypeError, ValueError) as err:
         raise CommitteeMismatchError(
             f"round {number}: the committee announcement is malformed ({err})"
         ) from None
     sharing = task.get("sharing")
-    return check_announced_committee(
+    committee = check_announced_committee(
         federation_id=federation_id,
         round_number=number,
         me=index,
@@ -144,8 +165,26 @@ def round_committee(
         members=members,
         recipients=None if sharing is None else [int(r) for r in sharing["recipients"]],
         enrolled={int(p["index"]) for p in task["peers"]},
-        commitment=commitment,
     )
+    if commitment is not None and not hmac.compare_digest(
+        beacon_commitment(federation_id, number, own), commitment
+    ):
+        raise CommitteeMismatchError(
+            f"round {number}: the beacon does not open the commitment published before the round"
+        )
+    evidence = evidence or Evidence(digest=None, mine=None, revealed=False)
+    check_contributions(
+        federation_id=federation_id,
+        round_number=number,
+        coordinator_beacon=own,
+        beacon=beacon,
+        contributions=parts,
+        recorded_digest=evidence.digest,
+        mine=evidence.mine,
+        me=index,
+        revealed_mine=evidence.revealed,
+    )
+    return committee
 
 
 def committee_of(task: Mapping[str, Any]) -> dict[str, Any] | None:

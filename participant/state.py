@@ -162,6 +162,7 @@ class StateDir:
     KEY = "x25519.key"
     PROGRESS = "progress.json"
     BEACONS = "beacons.json"  # beacon commitments recorded before their rounds
+    CONTRIBUTIONS = "contributions.json"  # own beacon contributions (secret until revealed)
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -316,6 +317,7 @@ class StateDir:
         self.private_key()
         self.progress()
         self.read_object(self.BEACONS, default={})
+        self.read_object(self.CONTRIBUTIONS, default={})
         for number in self.round_numbers():
             self.read_object(f"rounds/{number}/progress.json", default={})
         return identity

@@ -21,6 +21,7 @@ from pydantic import (
     RootModel,
     StringConstraints,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -188,7 +189,13 @@ class RoundStatus(_Model):
     dropped: dict[str, str] = Field(description="Participant index -> stage it dropped in.")
     uploads: dict[str, list[int]] = Field(description="Stage -> participants who uploaded.")
     rejected: dict[str, list[int]] = Field(
-        description="Stage -> participants whose evaluations decoding rejected."
+        description="Stage -> participants whose coded results error correction discarded "
+        "(the decoded values are right without them). What it proves: the named "
+        "participant's result is off the codeword the others agree on. What it does not "
+        "prove: that the named participant misbehaved. Sharing is not verifiable, so a "
+        "sender that sealed it a valid but inconsistent share causes the same rejection "
+        "and is not identified (docs/protocol.md section 4, 'What rejected proves'). "
+        "Nobody is dropped for it."
     )
     next_clusters: list[ClusterSet] | None = Field(description="Clustering result, if any.")
     committee: list[int] | None = Field(
@@ -289,6 +296,23 @@ class EnvelopeSpec(_Model):
     envelope_length: int = Field(description="Exact size in bytes of a sealed envelope.")
 
 
+class ContributionOut(_Model):
+    """One participant's contribution to a committee round's beacon (crypto.beacon_mix)."""
+
+    index: int = Field(description="The contributing participant's LCC index.")
+    commitment: str = Field(
+        description="crypto.beacon_mix.contribution_commitment(federation, round, index, "
+        "value), hex; uploaded two rounds ahead."
+    )
+    value: str | None = Field(
+        description="The revealed 32-byte value (hex), or null when it is left out of the "
+        "beacon (see reason)."
+    )
+    reason: Literal["not_revealed", "reveal_does_not_open"] | None = Field(
+        description="Why the contribution is left out of the beacon; null when it counts."
+    )
+
+
 class CommitteeOut(_Model):
     """A committee round's public draw (docs/protocol.md section 11): check it, then share
     to ``members`` only; member ``k`` (sorted) holds the codes' evaluation point
@@ -297,8 +321,19 @@ class CommitteeOut(_Model):
     size: int = Field(description="The federation's committee size c.")
     roster: list[int] = Field(description="The round's participants, sorted: the draw's pool.")
     beacon: str = Field(
-        description="Beacon value (hex), drawn before the round and until it started "
-        "published only as its commitment (next_beacon of earlier tasks)."
+        description="The beacon the committee is drawn with (hex): "
+        "crypto.beacon_mix.combine_beacon(federation, round, coordinator_beacon, the "
+        "revealed contributions' values)."
+    )
+    coordinator_beacon: str | None = Field(
+        default=None,
+        description="The coordinator's own beacon value (hex), drawn before the round and "
+        "until it started published only as its commitment (next_beacon of earlier tasks).",
+    )
+    contributions: list[ContributionOut] = Field(
+        default_factory=list,
+        description="Participants' contributions, ascending index: their commitments hash "
+        "to next_beacon.contributions of the previous round's tasks.",
     )
     members: list[int] = Field(
         description="crypto.committee.round_committee(federation, round, roster, beacon, c)."
@@ -313,6 +348,41 @@ class NextBeaconOut(_Model):
     commitment: str = Field(
         description="crypto.committee.beacon_commitment(federation, round, beacon), hex."
     )
+    contributions: str | None = Field(
+        default=None,
+        description="crypto.beacon_mix.contributions_digest of the participants' "
+        "commitments to that round's contributions, frozen when this round started (hex); "
+        "reveal yours now. Null before the first round.",
+    )
+
+
+class BeaconContributionIn(_Model):
+    """Exactly one of ``commitment`` (while round ``t - 2`` is the newest) and ``value``
+    (while round ``t - 1`` is the newest), for round ``t``'s beacon (crypto.beacon_mix)."""
+
+    commitment: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="contribution_commitment(federation, t, index, value), hex."
+    )
+    value: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="The 32 random bytes committed to, hex."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"commitment": "ab" * 32}, {"value": "cd" * 32}]}
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BeaconContributionIn:
+        if (self.commitment is None) == (self.value is None):
+            raise ValueError("give exactly one of commitment and value")
+        return self
+
+
+class BeaconContributionReceipt(_Model):
+    round: int = Field(description="The round whose beacon the contribution is for.")
+    participant_index: int
+    kind: Literal["commitment", "value"]
+    replayed: bool = Field(description="Identical to what was already accepted.")
 
 
 class SharingTask(_Model):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials
@@ -40,6 +40,8 @@ from coordinator.api.deps import (
     release,
 )
 from coordinator.api.models import (
+    BeaconContributionIn,
+    BeaconContributionReceipt,
     EnrollRequest,
     EnrollResponse,
     Inbox,
@@ -59,7 +61,7 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.federations import enroll as enroll_participant
-from coordinator.rounds import refusals, uploads, views
+from coordinator.rounds import contributions, refusals, uploads, views
 from coordinator.rounds.driver import RoundDriver
 from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.participant_metrics import record_metrics
@@ -468,3 +470,49 @@ def report_metrics(
     if not receipt.replayed:
         metrics.inc("secfpp_uploads_total", kind="metrics")
     return receipt
+
+
+@router.post(
+    "/me/rounds/{number}/beacon-contribution",
+    summary="Commit to, or reveal, a contribution to a committee round's beacon",
+    responses={
+        409: {
+            "description": "`wrong_round` (outside the window), `not_expected` (no committee, "
+            "or no commitment to reveal), `conflicting_upload` (another commitment or value)",
+            **PROBLEM,
+        },
+        422: {
+            "description": "`invalid_request` (not exactly one 64-hex-digit field), "
+            "`reveal_does_not_open` (recorded: the contribution is left out of the draw)",
+            **PROBLEM,
+        },
+    },
+)
+def beacon_contribution(
+    session: SessionDep,
+    driver: DriverDep,
+    now: Now,
+    participant: CurrentParticipant,
+    number: RoundNumber,
+    body: BeaconContributionIn,
+) -> BeaconContributionReceipt:
+    """A contribution to round ``number``'s committee beacon (docs/protocol.md section
+    11): its ``commitment`` while round ``number - 2`` is the federation's newest round
+    (before the first round for round 2), its ``value`` while round ``number - 1`` is.
+    The same upload again is ``replayed``."""
+    kind: Literal["commitment", "value"] = "commitment" if body.value is None else "value"
+    hexed = body.commitment if body.value is None else body.value
+    assert hexed is not None
+    replayed = contributions.accept(
+        session,
+        participant,
+        _config(session, driver, participant),
+        number,
+        kind,
+        bytes.fromhex(hexed),
+        now,
+    )
+    session.rollback()  # release the connection in this thread (deps.get_session)
+    return BeaconContributionReceipt(
+        round=number, participant_index=participant.lcc_index, kind=kind, replayed=replayed
+    )

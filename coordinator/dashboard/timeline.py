@@ -31,7 +31,8 @@ class StageSpan:
     contributors: list[int] | None = None
     dropped: list[int] = field(default_factory=list)
     corrected: list[int] = field(default_factory=list)
-    """Participants whose results error correction (Reed-Solomon) rejected."""
+    """Participants whose results error correction (Reed-Solomon) rejected: each computed
+    wrongly *or* received an inconsistent share from some sender (not identifiable)."""
     waiting: list[int] = field(default_factory=list)
     """Open stage only: expected participants that have not uploaded yet."""
     refusals: int = 0

@@ -22,6 +22,8 @@ Ownership of the data:
 * ``participant_metrics`` numbers a participant reported about a round (e.g. held-out
   accuracy of the published prompt), one row per ``(round_id, participant, name)``;
   never data, never a prompt.
+* ``beacon_contributions`` participants' committed (and later revealed) contributions
+  to a committee round's beacon;
 * ``ledger_refusals`` one row per round start the privacy ledger refused (the round was
   never created; the row says which number it would have had and why);
 * ``dashboard_sessions`` the dashboard's login sessions and one-time login links, as
@@ -275,6 +277,25 @@ class RoundBeacon(Base):
     round_number: Mapped[int] = mapped_column(Integer, primary_key=True)
     value: Mapped[bytes]
     created_at: Mapped[datetime]
+
+
+class BeaconContribution(Base):
+    """A participant's contribution to round ``round_number``'s committee beacon
+    (crypto.beacon_mix; docs/protocol.md section 11): its commitment, uploaded while round
+    ``round_number - 2`` is the newest, and the value it revealed while round
+    ``round_number - 1`` was (None until then, or when the reveal did not open the
+    commitment: ``reason`` says which)."""
+
+    __tablename__ = "beacon_contributions"
+
+    federation_id: Mapped[str] = mapped_column(ForeignKey("federations.id"), primary_key=True)
+    round_number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    participant_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    commitment: Mapped[bytes]
+    value: Mapped[bytes | None]
+    reason: Mapped[str | None] = mapped_column(String(40))
+    committed_at: Mapped[datetime]
+    revealed_at: Mapped[datetime | None]
 
 
 class LedgerRefusal(Base):

@@ -174,7 +174,8 @@ def run_clustering(
         decoded = points.named(decoded)
         if decoded.rejected:
             log.warning(
-                "distance stage: the results of participants %s were wrong; decoded without "
+                "distance stage: the results of participants %s disagree with the others (a "
+                "wrong computation, or an inconsistent share sent to them); decoded without "
                 "them (error correction)",
                 list(decoded.rejected),
             )
@@ -343,8 +344,9 @@ def publish(
             decoded = points.named(decoded)
             if decoded.rejected:
                 log.warning(
-                    "aggregation stage: the results of participants %s were wrong; decoded "
-                    "without them (error correction)",
+                    "aggregation stage: the results of participants %s disagree with the "
+                    "others (a wrong computation, or an inconsistent share sent to them); "
+                    "decoded without them (error correction)",
                     list(decoded.rejected),
                 )
             rejected |= set(decoded.rejected)

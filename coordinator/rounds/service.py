@@ -10,7 +10,9 @@ first one). Warmup counts published rounds, so a failed round does not use it up
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
@@ -21,7 +23,7 @@ from coordinator.config import FederationConfig
 from coordinator.db.models import Federation, Participant, Round
 from coordinator.errors import ProblemError
 from coordinator.prompts import initial_prompt
-from coordinator.rounds import beacons, history, lifecycle, store
+from coordinator.rounds import beacons, contributions, history, lifecycle, store
 from coordinator.rounds.driver import stage_deadline
 from coordinator.rounds.machine import TERMINAL, Stage
 from coordinator.rounds.protocol import ClusterRow, planned_releases
@@ -131,17 +133,18 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         assert done.next_membership is not None
         membership, generation = Membership.from_dict(done.next_membership), published.number
     warm = store.count_published(session, federation.id) < config.rounds.warmup_rounds
-    committee, beacon, committed, next_commitment = _draw(
-        session, config, federation.id, number, indices, now
-    )
+    draw = _draw(session, config, federation.id, number, indices, now)
     state = RoundState(
         membership=membership.to_dict(),
         generation=generation,
         clustering=config.clustered and not warm,
         participants=indices,
-        committee=committee,
-        beacon=beacon,
-        next_commitment=next_commitment,
+        committee=draw.committee,
+        beacon=draw.beacon,
+        coordinator_beacon=draw.coordinator_beacon,
+        contributions=draw.contributions,
+        next_commitment=draw.next_commitment,
+        next_contributions=draw.next_contributions,
     )
     if config.dp.epsilon_budget is not None:
         try:
@@ -169,12 +172,7 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
     session.flush()
     detail: dict[str, object] = {"generation": generation, "clustering": state.clustering}
     if state.committee is not None:
-        detail.update(
-            committee=state.committee,
-            beacon=state.beacon,
-            beacon_committed=committed,
-            next_commitment=next_commitment,
-        )
+        detail.update(draw.detail())
     store.append_event(
         session,
         rnd.id,
@@ -188,6 +186,36 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
     return rnd
 
 
+@dataclass(frozen=True)
+class _Draw:
+    """A committee round's draw (:func:`_draw`); all None/False for all-to-all."""
+
+    committee: list[int] | None = None
+    beacon: str | None = None
+    coordinator_beacon: str | None = None
+    committed: bool = False
+    contributions: list[dict[str, Any]] | None = None
+    next_commitment: str | None = None
+    next_contributions: str | None = None
+
+    def detail(self) -> dict[str, object]:
+        """What the ``started`` event records of the draw."""
+        left_out = {
+            str(c["index"]): c["reason"] for c in self.contributions or [] if c["value"] is None
+        }
+        return {
+            "committee": self.committee,
+            "beacon": self.beacon,
+            "coordinator_beacon": self.coordinator_beacon,
+            "beacon_committed": self.committed,
+            "contributions": sorted(
+                c["index"] for c in self.contributions or [] if c["value"] is not None
+            ),
+            "contributions_left_out": left_out,
+            "next_commitment": self.next_commitment,
+        }
+
+
 def _draw(
     session: Session,
     config: FederationConfig,
@@ -195,31 +223,50 @@ def _draw(
     number: int,
     roster: list[int],
     now: datetime,
-) -> tuple[list[int] | None, str | None, bool, str | None]:
-    """A committee round's committee, beacon (hex), whether that beacon was drawn (and
-    its commitment published) before this round, and the commitment to the next round's
-    beacon (docs/protocol.md section 11).
+) -> _Draw:
+    """A committee round's committee, beacon and the next round's commitments
+    (docs/protocol.md section 11).
 
-    The beacon was drawn ahead (:mod:`coordinator.rounds.beacons`) when the federation
-    was created or the previous round started; only a federation older than that
-    mechanism draws it here (``committed`` False). The next round's beacon is drawn in
-    this transaction. ``(None, None, False, None)`` for all-to-all federations.
+    The coordinator's beacon was drawn ahead (:mod:`coordinator.rounds.beacons`) when
+    the federation was created or the previous round started; only a federation older
+    than that mechanism draws it here (``committed`` False). It is combined with the
+    participants' revealed contributions (:mod:`coordinator.rounds.contributions`);
+    the next round's beacon is drawn, and the commitments to its contributions frozen,
+    in this transaction (under the federation's lock).
     """
     size = config.crypto.committee_size
     if size is None or not beacons.uses_committee(config) or not roster:
-        return None, None, False, None
+        return _Draw()
+    contributions.lock_federation(session, federation_id)
     earlier = beacons.drawn(session, federation_id, number)
-    committed = earlier is not None
-    beacon = (
+    own = (
         earlier if earlier is not None else beacons.draw_ahead(session, federation_id, number, now)
     )
+    beacon, parts = contributions.collect(session, federation_id, number, own)
     committee = round_committee(federation_id, number, roster, beacon, size)
     following = number + 1
-    next_commitment = None
+    next_commitment = next_digest = None
     if config.rounds.total is None or following <= config.rounds.total:
         upcoming = beacons.draw_ahead(session, federation_id, following, now)
         next_commitment = beacons.commitment_hex(federation_id, following, upcoming)
-    return list(committee), beacon.hex(), committed, next_commitment
+        next_digest = contributions.frozen_digest(session, federation_id, following)
+    return _Draw(
+        committee=list(committee),
+        beacon=beacon.hex(),
+        coordinator_beacon=own.hex(),
+        committed=earlier is not None,
+        contributions=[
+            {
+                "index": c.index,
+                "commitment": c.commitment.hex(),
+                "value": None if c.value is None else c.value.hex(),
+                "reason": c.reason,
+            }
+            for c in parts
+        ],
+        next_commitment=next_commitment,
+        next_contributions=next_digest,
+    )
 
 
 def _sqlite_busy(err: OperationalError) -> bool:

@@ -84,7 +84,19 @@ class RoundState(BaseModel):
     ``participants`` (the roster) and ``beacon``; member ``k`` holds the codes' point
     ``alpha_k``. None: all-to-all, every participant holds ``alpha_index``."""
     beacon: str | None = None
-    """Committee rounds: the beacon value (hex) the committee was drawn with."""
+    """Committee rounds: the beacon value (hex) the committee was drawn with: the
+    combination of ``coordinator_beacon`` and the revealed ``contributions``
+    (crypto.beacon_mix.combine_beacon)."""
+    coordinator_beacon: str | None = None
+    """Committee rounds: the coordinator's own beacon value (hex), committed one round
+    ahead (``next_commitment`` of the previous round)."""
+    contributions: list[dict[str, Any]] | None = None
+    """Committee rounds: participants' contributions to the beacon, ascending index:
+    ``{"index", "commitment", "value", "reason"}`` (hex; ``value`` None and ``reason``
+    set when left out of the combination)."""
+    next_contributions: str | None = None
+    """Committee rounds: digest (hex) of the commitments to the next round's beacon
+    contributions, frozen when this round started (crypto.beacon_mix)."""
     next_commitment: str | None = None
     """Committee rounds: the commitment (hex) to the next round's beacon, drawn when this
     round started (None after the federation's last round)."""

@@ -15,6 +15,7 @@ from coordinator.api.models import (
     AggregationTask,
     ClusterSet,
     CommitteeOut,
+    ContributionOut,
     DistanceTask,
     EnvelopeSpec,
     EventOut,
@@ -266,7 +267,11 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             "committee": _committee(state, config),
             "next_beacon": None
             if state.next_commitment is None
-            else NextBeaconOut(round=rnd.number + 1, commitment=state.next_commitment),
+            else NextBeaconOut(
+                round=rnd.number + 1,
+                commitment=state.next_commitment,
+                contributions=state.next_contributions,
+            ),
         }
     )
     if str(me) in state.dropped:
@@ -357,7 +362,12 @@ def _committee(state: RoundState, config: FederationConfig) -> CommitteeOut | No
     size = config.crypto.committee_size
     assert size is not None
     return CommitteeOut(
-        size=size, roster=state.participants, beacon=state.beacon, members=state.committee
+        size=size,
+        roster=state.participants,
+        beacon=state.beacon,
+        coordinator_beacon=state.coordinator_beacon,
+        contributions=[ContributionOut.model_validate(c) for c in state.contributions or []],
+        members=state.committee,
     )
 
 

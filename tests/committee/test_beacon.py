@@ -42,7 +42,7 @@ def test_each_beacon_is_committed_before_its_round_and_opens_the_commitment(
     status = f.status(1)
     started = next(e for e in status["events"] if e["kind"] == "started")
     assert started["detail"]["beacon_committed"] is True
-    beacon = started["detail"]["beacon"]
+    beacon = started["detail"]["coordinator_beacon"]
     assert _opens(f.id, 1, beacon, first["commitment"])
     assert status["stage"] == "published"
     during = f.task(0)
@@ -51,8 +51,8 @@ def test_each_beacon_is_committed_before_its_round_and_opens_the_commitment(
     assert second == started["detail"]["next_commitment"]
     assert f.run_round() == 2
     task = f.task(3)
-    assert task["committee"]["beacon"] != beacon  # a fresh beacon each round
-    assert _opens(f.id, 2, task["committee"]["beacon"], second)
+    assert task["committee"]["coordinator_beacon"] != beacon  # a fresh beacon each round
+    assert _opens(f.id, 2, task["committee"]["coordinator_beacon"], second)
     for engine in f.engines.values():  # recorded by every daemon, first commitment kept
         assert engine._commitment(1) == bytes.fromhex(first["commitment"])
         assert engine._commitment(2) == bytes.fromhex(second)

@@ -1,5 +1,6 @@
 """Real processes: a TLS coordinator on PostgreSQL and 8 participant daemon processes
-sharing to a committee of 5, for two rounds.
+sharing to a committee of 5, for three rounds (round 3's beacon combines every daemon's
+contribution, committed in round 1 and revealed in round 2, over HTTPS).
 
 The coordinator is ``python -m coordinator.cli serve`` over HTTPS (a generated CA and
 server certificate) on a fresh PostgreSQL database; each participant is the production
@@ -33,7 +34,7 @@ from participant.state import StateDir
 REPO = Path(__file__).resolve().parents[2]
 DAEMON = REPO / "tests" / "faults" / "daemon.py"
 ADMIN = {"Authorization": "Bearer admin-secret-token"}
-N, C, ROUNDS = 8, 5, 2
+N, C, ROUNDS = 8, 5, 3
 BODY: dict[str, Any] = {
     "name": "committee-processes",
     "strategy": "secfpp",
@@ -138,6 +139,10 @@ def test_daemons_share_to_the_committee_over_https_on_postgres(
             assert status["uploads"]["distances"] == members
             assert status["uploads"]["aggregation"] == members
             assert status["dropped"] == {}
+            if number == 3:  # committed in round 1, revealed in round 2, by every daemon
+                assert started["contributions"] == list(range(N))
+                assert started["contributions_left_out"] == {}
+                assert started["beacon"] != started["coordinator_beacon"]
         for n, daemon in enumerate(daemons):
             assert daemon.wait(60) == 0, logs[n].read_text()[-2000:]
         for log in index.values():

@@ -107,6 +107,10 @@ def _tampered(task: dict[str, Any], how: str) -> dict[str, Any]:
         out["committee"] = None
     elif how == "malformed":
         c["beacon"] = "not hex"
+    elif how == "coordinator_beacon":  # the committee drawn from a beacon not combined
+        c["coordinator_beacon"] = bytes(32).hex()
+    elif how == "no_contributions":
+        del c["contributions"]
     else:
         raise AssertionError(how)
     return out
@@ -124,6 +128,8 @@ def _tampered(task: dict[str, Any], how: str) -> dict[str, Any]:
         ("recipients", "not the committee"),
         ("missing", "announces none"),
         ("malformed", "malformed"),
+        ("coordinator_beacon", "not the combination"),
+        ("no_contributions", "malformed"),
     ],
 )
 def test_every_wrong_announcement_is_refused(
