@@ -47,6 +47,7 @@ from participant.protocol import (
     round_committee,
     share_body,
 )
+from participant.refsets import answered_sets, check_distance_sets, load_answered
 from participant.state import StateDir
 
 __all__ = ["Engine", "TrainOutput", "Trainer"]
@@ -442,6 +443,14 @@ class Engine:
             opened = self._opened(task, number, kind)
             build = distance_payload if stage == "distances" else aggregation_payload
             try:
+                if stage == "distances":
+                    check_distance_sets(
+                        task,
+                        self.params,
+                        federation_id=self.federation_id,
+                        previous=load_answered(self.progress(number - 1).get("distances_sets")),
+                        commitment=self._commitment(number),
+                    )
                 payload, digest = build(task, opened, self.params)
                 check_same_request(answered, digest)
             except RefusalError as exc:
@@ -450,6 +459,8 @@ class Engine:
                 return
             self.state.write_bytes(payload_path, payload)
             progress[digest_key] = digest
+            if stage == "distances":  # the next round's sets must follow from these
+                progress["distances_sets"] = answered_sets(task)
             self._commit(number, progress)
         self.client.upload_result(number, stage, payload, str(progress[digest_key]))
         self._say(f"round {number}: {stage} result uploaded")

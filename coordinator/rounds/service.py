@@ -190,23 +190,30 @@ def _draw(
     The beacon was drawn ahead (:mod:`coordinator.rounds.beacons`) when the federation
     was created or the previous round started; only a federation older than that
     mechanism draws it here (``committed`` False). The next round's beacon is drawn in
-    this transaction. ``(None, None, False, None)`` for all-to-all federations.
+    this transaction. An all-to-all federation that clusters draws its beacons the same
+    way (committee None): they salt its probes (:mod:`coordinator.rounds.probes`).
+    ``(None, None, False, None)`` for other all-to-all federations.
     """
     size = config.crypto.committee_size
-    if size is None or not beacons.uses_committee(config) or not roster:
+    committee_round = size is not None and beacons.uses_committee(config)
+    if not roster or not (committee_round or beacons.draws_probes(config)):
         return None, None, False, None
     earlier = beacons.drawn(session, federation_id, number)
     committed = earlier is not None
     beacon = (
         earlier if earlier is not None else beacons.draw_ahead(session, federation_id, number, now)
     )
-    committee = round_committee(federation_id, number, roster, beacon, size)
+    committee = (
+        None
+        if size is None or not committee_round
+        else list(round_committee(federation_id, number, roster, beacon, size))
+    )
     following = number + 1
     next_commitment = None
     if config.rounds.total is None or following <= config.rounds.total:
         upcoming = beacons.draw_ahead(session, federation_id, following, now)
         next_commitment = beacons.commitment_hex(federation_id, following, upcoming)
-    return list(committee), beacon.hex(), committed, next_commitment
+    return committee, beacon.hex(), committed, next_commitment
 
 
 def _sqlite_busy(err: OperationalError) -> bool:

@@ -281,6 +281,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             probes=_cluster_sets(list(refs.probes)),
             result_length=refs.result_length,
             prime=config.crypto.clustering_field.prime,
+            beacon=state.beacon,
         )
         update["action"] = "wait" if uploaded else "compute_distances"
     else:
@@ -325,8 +326,9 @@ def poll_after(
 def _first_beacon(
     session: Session, federation_id: str, config: FederationConfig
 ) -> NextBeaconOut | None:
-    """Before the first round: the commitment to round 1's beacon (committee federations)."""
-    if not beacons.uses_committee(config):
+    """Before the first round: the commitment to round 1's beacon (committee federations,
+    and clustered ones: it salts their probes)."""
+    if not (beacons.uses_committee(config) or beacons.draws_probes(config)):
         return None
     beacon = beacons.drawn(session, federation_id, 1)
     if beacon is None:  # a federation created before beacons were drawn ahead
