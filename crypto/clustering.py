@@ -1,8 +1,8 @@
 """The SecPC clustering step (docs/protocol.md, "Clustering step"): pure and deterministic.
 
 :class:`Membership` is the cluster state everybody trains under in a round: clusters
-(id -> members) and, for clusters large enough to split, the *probe* that the next
-distance stage measures against (a proper subset of the cluster, see below).
+(id -> members). The *probe* a distance stage measures a cluster against (a proper subset
+of it, see below) is drawn by :meth:`Membership.reference_sets` from the round's beacon.
 
 :func:`secpc_step` maps decoded :class:`~crypto.secpc.Distances` (``D``: squared
 point-to-reference-set distances, ``E``: squared centre-centre distances) and the current
@@ -112,7 +112,8 @@ class ClusteringConfig:
             mean median spread.
         min_aggregation_size: smallest cluster a split may create.
         min_reference_size: smallest reference set (cluster, probe, or what a probe leaves
-            of its cluster) a distance request may name; participants refuse smaller ones.
+            of its cluster) a distance request may name; participants refuse smaller ones,
+            and anything below :data:`crypto.refset_rules.REFERENCE_FLOOR` (3).
         max_clusters: upper bound on the number of clusters.
         max_trim, trim_factor: outlier trimming of the split test
             (:func:`crypto.split_test.best_cut`).
@@ -191,7 +192,9 @@ class Membership:
 
     Attributes:
         clusters: ``(cluster id, sorted members)`` in increasing id order, none empty.
-        probes: ``(cluster id, sorted members)``: the refined probe of a cluster, if any.
+        probes: ``(cluster id, sorted members)``: refined probes stored by earlier
+            versions; read and kept for compatibility, never used (probes are drawn from the
+            round's beacon, :meth:`reference_sets`). :func:`secpc_step` leaves it empty.
         next_id: the id a new cluster will get.
     """
 
