@@ -122,8 +122,8 @@ def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -
         assert progress["outcome_done"]
         clusters = status["next_clusters"]
         assert sorted(m for c in clusters for m in c["members"]) == list(range(N))
-        # No warm-up: every round tests the one cluster with a probe (rounds 2 and 3 with
-        # the refined probe) and reassigns everybody to the nearest centre: the domains part.
+        # No warm-up: every round tests the one cluster with a probe drawn from the round's
+        # beacon until it splits (members never move after a split): the domains part.
         by_domain = [
             sorted(deployment.index(states[p]) for p in range(N) if p // 3 == d) for d in (0, 1)
         ]
