@@ -9,17 +9,18 @@ PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 VENV=${SECFPP_VENV:-.venv}
 STAMP="$VENV/.secfpp-installed"
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
 
 if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating virtual environment $VENV"
     "$PY" -m venv "$VENV"
 fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-    echo "== installing dependencies (torch==2.14.1 torchvision==0.29.1 pinned; first time takes a few minutes)"
+    echo "== installing dependencies (versions from constraints.txt; first time takes a few minutes)"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
-    "$VENV/bin/python" -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1" -e ".[dev]"
+    # torch first and alone: pip then takes the pinned pair without resolving anything else
+    "$VENV/bin/python" -m pip install --quiet -c constraints.txt torch torchvision
+    "$VENV/bin/python" -m pip install --quiet -c constraints.txt -e ".[dev]"
     echo "$want" > "$STAMP"
 fi
 # Offline data the three-domain setting needs: Debian's dataset-fashion-mnist. As root it is

@@ -15,8 +15,8 @@ SecFPP with the true domains as clusters, SecFPP without clustering; zero-shot a
 * over seeds: mean and standard deviation of the per-seed means, mean of the 10th percentiles.
 
 Results go to ``--out`` (JSON, default ``bench/results/accuracy.json``); ``python -m
-bench.render_accuracy`` turns it into the README's table. ``--jobs 2`` runs (setting, seed)
-pairs in two processes (one torch thread each).
+bench.render_accuracy`` turns it into the table of ``docs/results/accuracy.md``.
+``--jobs 2`` runs (setting, seed) pairs in two processes (one torch thread each).
 
 Usage: ``python -m bench.accuracy [--seeds 3] [--rounds 8] [--jobs 2] [--quick]``
 """

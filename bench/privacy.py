@@ -25,11 +25,11 @@ images. Then, per (setting, seed) (:mod:`bench.privacy_unit`):
 Per setting the seeds are summarized (:mod:`bench.privacy_summary`). Output:
 ``--out/privacy.json`` (``units``: per (setting, seed) rows; ``results``: per setting),
 ``privacy.md`` (tables), ``privacy.png`` (accuracy against attack AUC, one panel per setting);
-``--readme README.md`` rewrites the README's privacy-table region (nothing else);
+``--doc docs/results/privacy.md`` rewrites that page's privacy-table region (nothing else);
 ``python -m bench.render_accuracy`` reads ``results`` for the accuracy table's privacy columns.
 
 Usage: ``python -m bench.privacy [--settings ...] [--seeds 1] [--quick] [--workers 2]
-[--readme README.md]``
+[--doc docs/results/privacy.md]``
 """
 
 from __future__ import annotations
@@ -111,9 +111,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--mi-samples", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
-    parser.add_argument(
-        "--readme", type=Path, default=None, help="rewrite its privacy-table region"
-    )
+    parser.add_argument("--doc", type=Path, default=None, help="rewrite its privacy-table region")
     parser.add_argument(
         "--merge",
         type=Path,
@@ -188,7 +186,7 @@ def _progress(key: tuple[str, int], run: RecordedRun | str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from bench.privacy_coordinator import leakage_rows
-    from bench.privacy_report import render_markdown, save_plot, write_readme_region
+    from bench.privacy_report import render_markdown, save_plot, write_doc_region
 
     args = _arguments(argv)
     started, started_cpu = time.monotonic(), time.process_time()
@@ -218,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in vars(args).items()
-            if k not in ("out", "readme", "merge")
+            if k not in ("out", "doc", "merge")
         },
         "units": done,
         "results": summarize(done),
@@ -232,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     body = render_markdown(report)
     (args.out / "privacy.md").write_text(body)
     save_plot(report, args.out / "privacy.png")
-    if args.readme is not None:
-        write_readme_region(args.readme, body)
+    if args.doc is not None:
+        write_doc_region(args.doc, body)
     print(body)
     print(
         f"total {report['seconds']:.0f} s (CPU {report['cpu_seconds']:.0f} s); report in "

@@ -147,8 +147,8 @@ def prior_shift_guess(
 
 def _public_features(backbone: Backbone, domain: str, size: int, seed: int) -> torch.Tensor:
     """Encoded images of ``domain``'s test split (never a participant's), ``(size, D)``."""
+    from demo.data import load_domain
     from participant.backbones.zeroshot import encode_images, images_to_tensor
-    from participant.data import load_domain
 
     data = load_domain(domain, "test", seed=seed)
     rng = np.random.default_rng([seed, 31])

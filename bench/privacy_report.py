@@ -1,14 +1,15 @@
-"""The privacy benchmark's report: its JSON as Markdown tables, a PNG, and the README region.
+"""The privacy benchmark's report: its JSON as Markdown tables, a PNG, and a results region.
 
 The tables come from the report's ``results`` (per setting, summarized over seeds) and
 ``units`` (per setting and seed: the sensitivity check and the attribute attacks).
 
-The README holds the privacy-utility table between ``<!-- privacy-table:start -->`` and
-``<!-- privacy-table:end -->``; :func:`write_readme_region` replaces what lies between the markers
-with :func:`render_markdown` of ``bench/results/privacy.json`` and touches nothing else.
+``docs/results/privacy.md`` holds the privacy-utility table between ``<!-- privacy-table:start
+-->`` and ``<!-- privacy-table:end -->``; :func:`write_doc_region` replaces what lies between
+the markers with :func:`render_markdown` of ``bench/results/privacy.json`` and touches nothing
+else.
 
-``python -m bench.privacy_report [--json bench/results/privacy.json] [--readme README.md]``
-re-renders without re-running.
+``python -m bench.privacy_report [--json bench/results/privacy.json]
+[--doc docs/results/privacy.md]`` re-renders without re-running.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["END", "START", "render_markdown", "save_plot", "write_readme_region"]
+__all__ = ["END", "START", "render_markdown", "save_plot", "write_doc_region"]
 
 START = "<!-- privacy-table:start -->"
 END = "<!-- privacy-table:end -->"
@@ -243,27 +244,27 @@ def save_plot(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_readme_region(readme: Path, body: str) -> None:
-    """Replace the text between :data:`START` and :data:`END` in ``readme`` with ``body``."""
-    text = readme.read_text(encoding="utf-8")
+def write_doc_region(doc: Path, body: str) -> None:
+    """Replace the text between :data:`START` and :data:`END` in ``doc`` with ``body``."""
+    text = doc.read_text(encoding="utf-8")
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"{readme} has no '{START}' ... '{END}' region")
+        raise ValueError(f"{doc} has no '{START}' ... '{END}' region")
     head = text[: start + len(START)]
-    readme.write_text(head + "\n" + body + text[end:], encoding="utf-8")
+    doc.write_text(head + "\n" + body + text[end:], encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.privacy_report")
     parser.add_argument("--json", type=Path, default=Path("bench/results/privacy.json"))
-    parser.add_argument("--readme", type=Path, default=None)
+    parser.add_argument("--doc", type=Path, default=Path("docs/results/privacy.md"))
     args = parser.parse_args(argv)
     report = json.loads(args.json.read_text())
     body = render_markdown(report)
     args.json.with_suffix(".md").write_text(body)
     save_plot(report, args.json.with_suffix(".png"))
-    if args.readme is not None:
-        write_readme_region(args.readme, body)
+    if args.doc is not None:
+        write_doc_region(args.doc, body)
     print(body)
     return 0
 

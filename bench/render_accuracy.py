@@ -1,16 +1,16 @@
-"""Render the accuracy benchmark's JSON (``python -m bench.accuracy``) as the README's table.
+"""Render the accuracy benchmark's JSON (``python -m bench.accuracy``) as a results table.
 
-The README region between ``<!-- accuracy-table:start -->`` and ``<!-- accuracy-table:end -->``
-is replaced by :func:`render`: the accuracy table (mean participant accuracy ± std over seeds,
-and the 10th-percentile participant), SecFPP's clusters per round, and the issue's targets,
-each marked met or missed with the measured numbers (:func:`targets`).
+The region of ``docs/results/accuracy.md`` between ``<!-- accuracy-table:start -->`` and
+``<!-- accuracy-table:end -->`` is replaced by :func:`render`: the accuracy table (mean participant
+accuracy ± std over seeds, and the 10th-percentile participant), SecFPP's clusters per round,
+and the issue's targets, each marked met or missed with the measured numbers (:func:`targets`).
 
 With the privacy benchmark's JSON (``--privacy-json``, default ``bench/results/privacy.json``)
 a privacy-utility table follows: per setting and method epsilon, accuracy, "MIA AUC (LiRA)" and
 "TPR@1%FPR" (:mod:`bench.privacy_columns`).
 
 Usage: ``python -m bench.render_accuracy [--json bench/results/accuracy.json] [--privacy-json
-bench/results/privacy.json] [--readme README.md] [--stdout]``
+bench/results/privacy.json] [--doc docs/results/accuracy.md] [--stdout]``
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def _per_round(entry: Mapping[str, Any]) -> float | None:
 
 
 def render(result: Mapping[str, Any], privacy: Mapping[str, Any] | None = None) -> str:
-    """Markdown for the README region (without the markers); with ``privacy`` (the privacy
+    """Markdown for the results page's region (without the markers); with ``privacy`` (the privacy
     benchmark's JSON) the privacy-utility table follows the accuracy table
     (:func:`bench.privacy_columns.privacy_table`)."""
     meta = result["meta"]
@@ -216,7 +216,7 @@ def render(result: Mapping[str, Any], privacy: Mapping[str, Any] | None = None) 
 def replace_region(text: str, body: str) -> str:
     """``text`` with what lies between :data:`START` and :data:`END` replaced by ``body``."""
     if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        raise ValueError(f"the README must hold one '{START}' followed by one '{END}'")
+        raise ValueError(f"the results page must hold one '{START}' followed by one '{END}'")
     head, rest = text.split(START)
     _, tail = rest.split(END)
     return f"{head}{START}\n{body}\n{END}{tail}"
@@ -227,14 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.render_accuracy", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--json", type=Path, default=Path("bench/results/accuracy.json"))
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--doc", type=Path, default=Path("docs/results/accuracy.md"))
     parser.add_argument(
         "--privacy-json",
         type=Path,
         default=Path("bench/results/privacy.json"),
         help="the privacy benchmark's report, for the privacy-utility table (skipped if absent)",
     )
-    parser.add_argument("--stdout", action="store_true", help="print, leave the README alone")
+    parser.add_argument("--stdout", action="store_true", help="print, leave the results page alone")
     args = parser.parse_args(argv)
     privacy = json.loads(args.privacy_json.read_text()) if args.privacy_json.exists() else None
     if privacy is None or "results" not in privacy:
@@ -245,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stdout:
         sys.stdout.write(body + "\n")
         return 0
-    args.readme.write_text(replace_region(args.readme.read_text(), body))
-    print(f"updated {args.readme} from {args.json}")
+    args.doc.write_text(replace_region(args.doc.read_text(), body))
+    print(f"updated {args.doc} from {args.json}")
     return 0
 
 

@@ -30,8 +30,14 @@ class Settings(BaseSettings):
         default=SecretStr(""),
         description="Bearer token of the admin API; admin routes answer 401 while it is empty.",
     )
-    host: str = "127.0.0.1"
-    port: int = Field(default=8443, ge=0, le=65535)
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address secfpp-coordinator binds (0.0.0.0 for every interface); --host "
+        "overrides it.",
+    )
+    port: int = Field(
+        default=8443, ge=0, le=65535, description="TCP port of the API; --port overrides it."
+    )
     tls_certfile: Path | None = Field(default=None, description="PEM server certificate chain.")
     tls_keyfile: Path | None = Field(default=None, description="PEM private key of the server.")
     max_body_bytes: int = Field(
@@ -61,7 +67,12 @@ class Settings(BaseSettings):
         "address may make in a burst; the allowance refills evenly over "
         "enrollment_rate_window_s. Above it: 429 rate_limited with Retry-After. 0 disables.",
     )
-    enrollment_rate_window_s: float = Field(default=60.0, gt=0, le=86_400)
+    enrollment_rate_window_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="Seconds over which the enrollment allowance refills.",
+    )
     auth_failure_limit: int = Field(
         default=30,
         ge=0,
@@ -71,7 +82,12 @@ class Settings(BaseSettings):
         "request of that address that needs a token gets 429 rate_limited with Retry-After "
         "until the allowance refills. 0 disables.",
     )
-    auth_failure_window_s: float = Field(default=60.0, gt=0, le=86_400)
+    auth_failure_window_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="Seconds over which the failed-authentication allowance refills.",
+    )
     rate_limit_max_clients: int = Field(
         default=100_000,
         ge=1,
@@ -81,7 +97,11 @@ class Settings(BaseSettings):
     migrate_on_startup: bool = Field(
         default=False, description="Run the Alembic migrations to head when the app starts."
     )
-    sql_echo: bool = False
+    sql_echo: bool = Field(
+        default=False,
+        description="Log every SQL statement (debugging only: statements carry no secrets, "
+        "but the log grows fast).",
+    )
 
     # -- database limits and outages (issue 13) ------------------------------------------
     # Every request holds at most one pooled connection, and only inside a worker thread

@@ -399,8 +399,9 @@ def _unpack_expected(
 
 
 # -- sealed-envelope batches ---------------------------------------------------------------
-ENVELOPE_KINDS: Final = ("prompt", "update")
-"""Envelope kinds by their code on the wire (0: prompt shares, 1: update shares)."""
+ENVELOPE_KINDS: Final = ("prompt", "update", "zero")
+"""Envelope kinds by their code on the wire (0: prompt shares, 1: update shares, 2:
+zero-sharing contributions of the re-randomized distance stage, :mod:`crypto.rerandomize`)."""
 DEFAULT_MAX_ENVELOPES: Final = 4096
 """Default cap on the records of a batch a receiver accepts."""
 

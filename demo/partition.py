@@ -8,7 +8,7 @@
   Dirichlet split inside each domain.
 
 :func:`setting_partition` builds the named settings of the demo and the benchmark
-(:data:`SETTINGS`) from the offline domains of :mod:`participant.data` and says each
+(:data:`SETTINGS`) from the offline domains of :mod:`demo.data` and says each
 participant's true domain. Partitions are a pure function of the seed (numpy's generator:
 this randomness is not secret). :func:`write_image_folders` writes each participant's
 ``root/<class>/*.png`` directory, which is what the participant daemon reads.
@@ -183,7 +183,7 @@ def multi_domain_partition(
 class SettingSpec:
     """A named federation: which offline domains, and each domain's share of the participants.
 
-    ``domains`` are keys of :data:`participant.data.DOMAINS`; ``shares`` are scaled to the
+    ``domains`` are keys of :data:`demo.data.DOMAINS`; ``shares`` are scaled to the
     number of participants by :func:`group_sizes`.
     """
 
@@ -244,8 +244,8 @@ DomainLoader = Callable[[str, int], Domain]
 
 
 def load_train_domain(name: str, seed: int) -> Domain:
-    """The training split of offline domain ``name`` (:func:`participant.data.load_domain`)."""
-    from participant.data import load_domain
+    """The training split of offline domain ``name`` (:func:`demo.data.load_domain`)."""
+    from demo.data import load_domain
 
     data = load_domain(name, "train", seed=seed)
     return Domain(name, data.images, data.labels.astype(np.int64), data.class_names)
@@ -300,7 +300,7 @@ def setting_partition(
         parts = multi_domain_partition(
             domains, n_participants, alpha=alpha, seed=seed, min_size=min_size, sizes=sizes
         )
-    from participant.data import DOMAINS
+    from demo.data import DOMAINS
 
     index_of = {id(domain): d for d, domain in enumerate(domains)}
     return Setting(

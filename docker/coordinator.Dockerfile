@@ -1,6 +1,6 @@
 # SecFPP coordinator: FastAPI + SQLAlchemy, TLS terminated by uvicorn.
 # Build from the repository root:  docker build -f docker/coordinator.Dockerfile -t secfpp-coordinator .
-# The image installs the project without torch: the coordinator never imports it.
+# The image installs the [coordinator] extra: no torch, which the coordinator never imports.
 FROM python:3.11-slim-bookworm AS base
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,18 +14,13 @@ RUN groupadd --system --gid 10001 secfpp \
  && useradd --system --uid 10001 --gid secfpp --home-dir /srv/secfpp secfpp
 
 WORKDIR /srv/secfpp
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY crypto ./crypto
 COPY coordinator ./coordinator
 COPY migrations ./migrations
-COPY participant/__init__.py ./participant/__init__.py
-COPY bench/__init__.py ./bench/__init__.py
-# --no-deps + an explicit list: the coordinator's runtime needs, not the participant's torch.
-RUN pip install --no-deps . \
- && pip install "numpy>=1.26" "galois>=0.4" "cryptography>=42" "dp-accounting>=0.4" "scipy>=1.11" \
-        "fastapi>=0.110" "uvicorn[standard]>=0.29" "sqlalchemy>=2.0.25" "alembic>=1.13" \
-        "psycopg[binary]>=3.1" "pydantic>=2.6" "pydantic-settings>=2.2" \
-        "fastapi-offline>=1.7.7" "jinja2>=3.1" "procrastinate>=3.10,<3.11" "psycopg-pool>=3.2"
+# The [coordinator] extra: the crypto core, FastAPI, SQLAlchemy, psycopg, the job queue; no
+# torch and no test-only library (tests/test_extras.py checks both). Versions: constraints.txt.
+RUN pip install -c constraints.txt ".[coordinator]"
 
 USER 10001:10001
 EXPOSE 8443

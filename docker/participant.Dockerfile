@@ -26,17 +26,16 @@ RUN groupadd --system --gid 10001 secfpp \
  && chown secfpp:secfpp /state
 
 WORKDIR /srv/secfpp
-# torch and torchvision are pinned to the pair open_clip is tested with (dev.sh pins the same).
+COPY constraints.txt ./
+# torch first, from constraints.txt (the one place the torch/torchvision pair is pinned).
 # The build fails on a CPU-only wheel (e.g. from another index): it has no CUDA version.
-RUN pip install "torch==2.14.1" "torchvision==0.29.1" \
+RUN pip install -c constraints.txt torch torchvision \
  && python -c "import sys, torch; sys.exit(0 if torch.version.cuda else 'torch ' + torch.__version__ + ' is a CPU-only build')"
 COPY pyproject.toml README.md ./
 COPY crypto ./crypto
-COPY coordinator ./coordinator
 COPY participant ./participant
-COPY migrations ./migrations
-COPY bench ./bench
-RUN pip install "torch==2.14.1" "torchvision==0.29.1" .
+# The [participant] extra: torch, open_clip, httpx; no web server or database driver.
+RUN pip install -c constraints.txt ".[participant]"
 
 USER 10001:10001
 # /state holds the key pair (0600) and round progress; /data the organization's images.

@@ -48,6 +48,7 @@ from participant.protocol import (
     share_body,
 )
 from participant.refsets import answered_sets, check_distance_sets, load_answered
+from participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
 from participant.state import StateDir
 
 __all__ = ["Engine", "TrainOutput", "Trainer"]
@@ -380,6 +381,9 @@ class Engine:
         if kind == "prompt":
             prime = self.params.clustering_field.prime
             length = self.params.clustering_lcc().chunk_length(self.params.reduced_dim)
+        elif kind == ZERO_KIND:
+            prime = self.params.clustering_field.prime
+            length = zero_sharing_length(self.params)
         else:
             prime = self.params.aggregation_field.prime
             size = _aggregation_length(self.config)
@@ -441,7 +445,7 @@ class Engine:
         if payload is None:
             kind = "prompt" if stage == "distances" else "update"
             opened = self._opened(task, number, kind)
-            build = distance_payload if stage == "distances" else aggregation_payload
+            failed = opened.failed
             try:
                 if stage == "distances":
                     check_distance_sets(
@@ -451,10 +455,17 @@ class Engine:
                         previous=load_answered(self.progress(number - 1).get("distances_sets")),
                         commitment=self._commitment(number),
                     )
-                payload, digest = build(task, opened, self.params)
+                if stage != "distances":
+                    payload, digest = aggregation_payload(task, opened, self.params)
+                elif rerandomizes(self.config):  # the federation's choice, not the task's
+                    zeros = self._opened(task, number, ZERO_KIND)
+                    failed = tuple(sorted(set(failed) | set(zeros.failed)))
+                    payload, digest = distance_payload(task, opened, self.params, zeros=zeros)
+                else:
+                    payload, digest = distance_payload(task, opened, self.params)
                 check_same_request(answered, digest)
             except RefusalError as exc:
-                blamed = opened.failed if exc.reason == "missing_share" else ()
+                blamed = failed if exc.reason == "missing_share" else ()
                 self._refuse(number, stage, progress, request, exc, blamed=blamed)
                 return
             self.state.write_bytes(payload_path, payload)

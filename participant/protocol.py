@@ -31,6 +31,7 @@ from crypto.refusal import (
     check_distance_request,
     distance_request_digest,
 )
+from crypto.rerandomize import ZeroSharing, rerandomized_distances
 from crypto.rng import RandomSource
 from crypto.secpc import ReferenceSets, coded_distances
 from crypto.transport import (
@@ -47,6 +48,7 @@ from crypto.wire import (
     unpack_field_vectors,
     vector_size,
 )
+from participant.rerandomize import ZERO_KIND, zero_sharing_length
 
 __all__ = [
     "OpenedShares",
@@ -222,7 +224,15 @@ def share_body(
     envelopes = []
     for spec in sharing["envelopes"]:
         kind = spec["kind"]
-        if kind == "prompt":
+        if kind == ZERO_KIND:  # zero-sharing contribution: no data, only fresh randomness
+            code = params.clustering_lcc()
+            length = zero_sharing_length(params)
+            if length != int(spec["vector_length"]):
+                raise ValueError(
+                    f"zero-sharing has {length} entries, the task asks for {spec['vector_length']}"
+                )
+            shares = ZeroSharing(code).contribute(length, rng)
+        elif kind == "prompt":
             if reduced is None:
                 raise ValueError("the task asks for a prompt share but no reduced prompt exists")
             f = params.clustering_field
@@ -234,12 +244,13 @@ def share_body(
             f = params.aggregation_field
             vector = prepare_update(update, f, l2_clip=params.l2_clip, rng=rng, noise=noise)
             code = params.aggregation_lcc()
-        if vector.size != int(spec["vector_length"]):
-            raise ValueError(
-                f"{kind} vector has {vector.size} entries, the federation expects "
-                f"{spec['vector_length']}"
-            )
-        shares = code.share(vector, rng)
+        if kind != ZERO_KIND:
+            if vector.size != int(spec["vector_length"]):
+                raise ValueError(
+                    f"{kind} vector has {vector.size} entries, the federation expects "
+                    f"{spec['vector_length']}"
+                )
+            shares = code.share(vector, rng)
         stage, prime = spec["context_stage"], int(spec["prime"])
         packed_rows = pack_field_vectors(shares, prime=prime)
         for recipient in map(int, sharing["recipients"]):
@@ -331,14 +342,27 @@ def distance_request(task: Mapping[str, Any]) -> ReferenceSets:
 
 
 def distance_payload(
-    task: Mapping[str, Any], opened: OpenedShares, params: CryptoParams
+    task: Mapping[str, Any],
+    opened: OpenedShares,
+    params: CryptoParams,
+    zeros: OpenedShares | None = None,
 ) -> tuple[bytes, str]:
-    """Packed coded distances and the request digest; raises RefusalError first if unsafe."""
+    """Packed coded distances and the request digest; raises RefusalError first if unsafe.
+
+    With ``zeros`` (the opened zero-sharing contributions, :mod:`participant.rerandomize`)
+    the result is re-randomized (:func:`crypto.rerandomize.rerandomized_distances`), and a
+    present participant whose contribution did not open is refused like a missing share.
+    """
     refs = distance_request(task)
+    have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
     check_distance_request(
-        refs, have_shares_from=opened.shares, min_reference_size=params.min_reference_size
+        refs, have_shares_from=have, min_reference_size=params.min_reference_size
     )
-    values = coded_distances(params.clustering_field.field, opened.shares, refs)
+    field = params.clustering_field.field
+    if zeros is None:
+        values = coded_distances(field, opened.shares, refs)
+    else:
+        values = rerandomized_distances(field, opened.shares, zeros.shares, refs)
     if values.size != int(task["distances"]["result_length"]):
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))

@@ -1,12 +1,12 @@
 """Pretrain the shipped ``tiny-offline`` CLIP contrastively on image-caption pairs, on one thread.
 
 Usage (from the repository root; about 8 minutes on one shared CPU thread; needs Debian's
-``dataset-fashion-mnist``, see :mod:`participant.data.fashion`)::
+``dataset-fashion-mnist``, see :mod:`demo.data.fashion`)::
 
     python scripts/pretrain_tiny_clip.py            # writes participant/backbones/weights/
     python scripts/pretrain_tiny_clip.py --steps 50 --out /tmp/tiny   # a quick trial run
 
-Data: the training splits of the four offline domains (:data:`participant.data.DOMAINS`):
+Data: the training splits of the four offline domains (:data:`demo.data.DOMAINS`):
 handwritten digits, printed digits, printed letters, Fashion-MNIST clothing. Each step draws
 ``batch_size / 4`` images per domain (with replacement), shifts each by up to 2 pixels, and pairs
 each with a caption drawn from the templates that fit it: domain-neutral ones ("a photo of the
@@ -55,6 +55,13 @@ from torch.nn.functional import normalize, pad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages first
 
+from demo.data.fashion import FASHION_NAMES
+from demo.data.synthetic import (
+    DIGIT_NAMES,
+    DOMAINS,
+    LETTER_NAMES,
+    DomainData,
+)
 from participant.backbones.offline import (
     TINY_OFFLINE,
     WEIGHTS_DIR,
@@ -65,13 +72,6 @@ from participant.backbones.zeroshot import (
     Tokenizer,
     images_to_tensor,
     zeroshot_accuracy,
-)
-from participant.data.fashion import FASHION_NAMES
-from participant.data.synthetic import (
-    DIGIT_NAMES,
-    DOMAINS,
-    LETTER_NAMES,
-    DomainData,
 )
 
 #: Captions for every digit image, whichever domain.

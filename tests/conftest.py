@@ -105,7 +105,7 @@ def postgres() -> Iterator[PostgresDatabases]:
 
 def require_fashion_mnist() -> Path:
     """Debian's Fashion-MNIST files, or skip (fail under CI=true, naming the install command)."""
-    from participant.data.fashion import FashionMNISTNotInstalledError, fashion_mnist_dir
+    from demo.data.fashion import FashionMNISTNotInstalledError, fashion_mnist_dir
 
     try:
         return fashion_mnist_dir()

@@ -252,9 +252,10 @@ class ClusterSet(_Model):
 
 
 class EnvelopeSpec(_Model):
-    kind: Literal["prompt", "update"] = Field(
+    kind: Literal["prompt", "update", "zero"] = Field(
         description="prompt: share of the reduced prompt x_i (clustering field); update: "
-        "share of the update g_i (aggregation field)."
+        "share of the update g_i (aggregation field); zero: zero-sharing contribution that "
+        "re-randomizes the distance stage (clustering field, crypto.rerandomize)."
     )
     context_stage: str = Field(description="The 'stage' of the ShareContext to seal under.")
     prime: int
@@ -369,7 +370,7 @@ class Task(_Model):
 
 class EnvelopeIn(_Model):
     recipient: int = Field(ge=0, lt=limits.MAX_PARTICIPANTS)
-    kind: Literal["prompt", "update"]
+    kind: Literal["prompt", "update", "zero"]
     ciphertext: B64Bytes = Field(description="Sealed envelope (crypto.transport.seal_share).")
 
 
@@ -458,7 +459,7 @@ class MetricsReceipt(_Model):
 
 class InboxEnvelope(_Model):
     sender: int
-    kind: Literal["prompt", "update"]
+    kind: Literal["prompt", "update", "zero"]
     ciphertext: B64
 
 

@@ -44,6 +44,7 @@ from coordinator.rounds.machine import Stage
 from coordinator.rounds.participant_metrics import round_metrics
 from coordinator.rounds.state import RoundState
 from crypto.clustering import Membership
+from crypto.rerandomize import output_bound
 from crypto.transport import ENVELOPE_OVERHEAD
 from crypto.wire import element_width
 
@@ -57,7 +58,7 @@ __all__ = [
     "task",
 ]
 
-CONTEXT_STAGES = {"prompt": "sharing-prompt", "update": "sharing-update"}
+CONTEXT_STAGES = {"prompt": "sharing-prompt", "update": "sharing-update", "zero": "sharing-zero"}
 """The ``ShareContext.stage`` each envelope kind is sealed under."""
 
 _VECTOR_HEADER = 24
@@ -79,6 +80,9 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
             0,
             ("prompt", c.clustering_field.prime, c.reduced_dim, config.prompt_share_length()),
         )
+        if c.rerandomize_distances:  # zero-sharings (crypto/rerandomize.py), one per recipient
+            bound = output_bound(config.n_participants, c.max_clusters)
+            kinds.insert(1, ("zero", c.clustering_field.prime, bound, bound))
     return [
         EnvelopeSpec(
             kind=kind,  # type: ignore[arg-type]

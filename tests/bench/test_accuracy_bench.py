@@ -138,6 +138,6 @@ def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
 
     # without a privacy report (the join is tested in test_privacy_columns.py)
     absent = tmp_path / "no-privacy.json"
-    args = ["--json", str(out), "--readme", str(readme), "--privacy-json", str(absent)]
+    args = ["--json", str(out), "--doc", str(readme), "--privacy-json", str(absent)]
     assert render_main(args) == 0
     assert body in readme.read_text()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import privacy
-from bench.privacy_report import END, START, render_markdown, write_readme_region
+from bench.privacy_report import END, START, render_markdown, write_doc_region
 from bench.privacy_summary import SHARED_SETTINGS, summarize
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
             "no-such-strategy",
             "--out",
             str(out),
-            "--readme",
+            "--doc",
             str(readme),
         ]
     )
@@ -136,7 +136,7 @@ def test_readme_without_markers_is_refused(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="privacy-table"):
-        write_readme_region(readme, "x")
+        write_doc_region(readme, "x")
     assert readme.read_text() == "no markers\n"
 
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from demo.data import DOMAINS
 from demo.partition import (
     SETTINGS,
     Domain,
@@ -15,7 +16,6 @@ from demo.partition import (
     multi_domain_partition,
     setting_partition,
 )
-from participant.data import DOMAINS
 
 
 def _stand_in(name: str, seed: int) -> Domain:

@@ -11,6 +11,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from coordinator.settings import Settings
@@ -49,12 +50,18 @@ def test_dockerfiles_copy_existing_paths_and_run_console_scripts() -> None:
         assert any(k == "USER" and r != "root" for k, r in instructions), "runs as root"
 
 
-def test_torch_pin_matches_dev_script() -> None:
-    pins = set(re.findall(r"torch(?:vision)?==[0-9.]+", (ROOT / "dev.sh").read_text()))
-    docker_pins = set(
-        re.findall(r"torch(?:vision)?==[0-9.]+", (DOCKER / "participant.Dockerfile").read_text())
-    )
-    assert pins == docker_pins == {"torch==2.14.1", "torchvision==0.29.1"}
+def test_torch_pinned_in_one_place() -> None:
+    """constraints.txt pins torch/torchvision; dev.sh and the images install through it."""
+    pin = re.compile(r"(?<![\w-])torch(?:vision)?==[0-9.]+")
+    assert set(pin.findall((ROOT / "constraints.txt").read_text())) == {
+        "torch==2.14.1",
+        "torchvision==0.29.1",
+    }
+    for path in (ROOT / "dev.sh", *DOCKER.glob("*.Dockerfile"), ROOT / "pyproject.toml"):
+        text = path.read_text()
+        assert not pin.findall(text), f"{path.name} pins torch itself: use constraints.txt"
+        if "pip install" in text:
+            assert "-c constraints.txt" in text, f"{path.name} installs without constraints.txt"
 
 
 def test_compose_services_and_settings() -> None:
@@ -123,20 +130,15 @@ def _requirement_name(spec: str) -> str:
     return name.lower().replace("_", "-")
 
 
-def test_coordinator_image_installs_every_non_participant_dependency() -> None:
-    """The image installs the project with ``--no-deps`` and an explicit list: that list must
-    hold every runtime dependency in pyproject.toml above the ``# participant`` marker (a
-    missing one fails only at import time inside the container)."""
-    text = (ROOT / "pyproject.toml").read_text()
-    block = text[text.index("dependencies = [") : text.index("# participant")]
-    needed = {_requirement_name(s) for s in re.findall(r'"([^"]+)"', block)}
+@pytest.mark.parametrize("role", ["coordinator", "participant"])
+def test_each_image_installs_its_extra(role: str) -> None:
+    """Each image installs the project's extra of its role (no hand-copied dependency list:
+    what the extra carries is checked by tests/test_extras.py)."""
     run = " ".join(
-        rest
-        for keyword, rest in _instructions(DOCKER / "coordinator.Dockerfile")
-        if keyword == "RUN"
+        rest for keyword, rest in _instructions(DOCKER / f"{role}.Dockerfile") if keyword == "RUN"
     )
-    installed = {_requirement_name(s) for s in re.findall(r'"([^"]+)"', run)}
-    assert needed, "no dependencies found above the '# participant' marker"
-    assert not needed - installed, f"coordinator image misses {sorted(needed - installed)}"
+    assert f'".[{role}]"' in run, f"{role}.Dockerfile does not install .[{role}]"
+    listed = {_requirement_name(s) for s in re.findall(r'"([^".][^"]*[<>=][^"]*)"', run)}
+    assert not listed, f"{role}.Dockerfile lists dependencies by hand: {sorted(listed)}"
     assert _requirement_name("uvicorn[standard]>=0.29") == "uvicorn"
     assert _requirement_name("open_clip_torch>=2.24") == "open-clip-torch"

@@ -12,6 +12,7 @@ import torch
 from open_clip.model import CLIP
 from open_clip.transformer import TextTransformer, Transformer, VisionTransformer
 
+from demo.data import DOMAINS
 from participant.backbones import (
     TINY_OFFLINE,
     TINY_TEST,
@@ -26,7 +27,6 @@ from participant.backbones.zeroshot import (
     images_to_tensor,
     zeroshot_accuracy,
 )
-from participant.data import DOMAINS
 
 MAX_CHECKPOINT_BYTES = 20 * 1024 * 1024
 

@@ -61,13 +61,18 @@ def http(sqlite_template: Path, tmp_path: Path) -> Iterator[TestClient]:
         yield client
 
 
-def federation(http: TestClient) -> tuple[str, list[str]]:
+def federation(http: TestClient, **tolerance: Any) -> tuple[str, list[str]]:
     body: dict[str, Any] = {
         "name": "engine-test",
         "strategy": "secfpp",
         "n_participants": N,
         "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
-        "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
+        "tolerance": {
+            "reduced_dim": R,
+            "dropout_fraction": 0.375,
+            "collusion_fraction": 0.125,
+            **tolerance,
+        },
         "rounds": {"warmup_rounds": 0, "lr_global": 1.0},
     }
     r = http.post("/v1/federations", json=body, headers=ADMIN)
@@ -77,8 +82,8 @@ def federation(http: TestClient) -> tuple[str, list[str]]:
     return fid, r.json()["tokens"]
 
 
-def make_engines(http: TestClient, tmp_path: Path) -> tuple[str, list[Engine]]:
-    fid, tokens = federation(http)
+def make_engines(http: TestClient, tmp_path: Path, **tolerance: Any) -> tuple[str, list[Engine]]:
+    fid, tokens = federation(http, **tolerance)
     engines = []
     for n, token in enumerate(tokens):
         state = StateDir(tmp_path / f"p{n}")

@@ -27,7 +27,7 @@ PER_DOMAIN = 2400  # 800 images per participant
 
 
 def _data(root: Path) -> list[Path]:
-    from participant.data.synthetic import handwritten_digits, printed_letters
+    from demo.data.synthetic import handwritten_digits, printed_letters
 
     domains = []
     for loader, name in ((handwritten_digits, "handwritten"), (printed_letters, "letters")):

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from participant.data import DOMAINS, IMAGE_SIZE, fashion, load_domain
-from participant.data.fashion import (
+from demo.data import DOMAINS, IMAGE_SIZE, fashion, load_domain
+from demo.data.fashion import (
     FASHION_DIR_ENV,
     FASHION_NAMES,
     INSTALL_COMMAND,

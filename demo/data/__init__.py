@@ -1,7 +1,7 @@
 """Offline image data for tests and the demo: everything ships inside installed packages
 (Python packages, fonts, and Debian's ``dataset-fashion-mnist``)."""
 
-from participant.data.synthetic import (
+from demo.data.synthetic import (
     DOMAINS,
     IMAGE_SIZE,
     DomainData,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from participant.data.base import IMAGE_SIZE, DomainData, Split, check_split, gray_to_rgb
+from demo.data.base import IMAGE_SIZE, DomainData, Split, check_split, gray_to_rgb
 
 __all__ = [
     "FASHION_DIR_ENV",

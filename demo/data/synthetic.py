@@ -10,7 +10,7 @@ domain                 source                                                   
 ``printed_letters``    "a".."z" and "A".."Z" rendered from the same fonts;         3,120    624
                        26 classes, both cases in each class
 ``fashion``            Fashion-MNIST from Debian's ``dataset-fashion-mnist``      5,600    1,400
-                       (:mod:`participant.data.fashion`); white on black
+                       (:mod:`demo.data.fashion`); white on black
 =====================  =========================================================  =======  ======
 
 Every image is ``(32, 32, 3)`` uint8 RGB. Class names are what CoOp puts after its context tokens,
@@ -22,7 +22,7 @@ Splits are deterministic functions of ``seed``. Handwritten digits: a per-class 
 holds out 20% of each class. Printed domains: sample ``i`` is a pure function of
 ``(seed, domain, i)`` (class ``i mod C``, then case and font cycle, jitter from a per-sample
 generator); the held-out renderings are the indices after the training ones, so they use the same
-fonts with unseen jitter, ink, paper and noise. Fashion: see :mod:`participant.data.fashion`.
+fonts with unseen jitter, ink, paper and noise. Fashion: see :mod:`demo.data.fashion`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import string
 import numpy as np
 from PIL import Image
 
-from participant.data.base import (
+from demo.data.base import (
     IMAGE_SIZE,
     DomainData,
     DomainSpec,
@@ -41,8 +41,8 @@ from participant.data.base import (
     check_split,
     gray_to_rgb,
 )
-from participant.data.fashion import FASHION_NAMES, fashion_mnist
-from participant.data.glyphs import FONT_NAMES, render_glyph
+from demo.data.fashion import FASHION_NAMES, fashion_mnist
+from demo.data.glyphs import FONT_NAMES, render_glyph
 
 __all__ = [
     "DIGIT_NAMES",

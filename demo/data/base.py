@@ -43,7 +43,7 @@ class DomainData:
     """One split of one domain.
 
     Attributes:
-        domain: the domain's name (a key of :data:`participant.data.DOMAINS`).
+        domain: the domain's name (a key of :data:`demo.data.DOMAINS`).
         images: ``(N, 32, 32, 3)`` uint8 RGB.
         labels: ``(N,)`` int64, indices into ``class_names``.
         class_names: the domain's classes, in label order.

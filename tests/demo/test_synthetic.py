@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from participant.data import DOMAINS, IMAGE_SIZE, load_domain
-from participant.data.glyphs import FONT_NAMES, font_path, render_glyph
-from participant.data.synthetic import DIGIT_NAMES, LETTER_NAMES
+from demo.data import DOMAINS, IMAGE_SIZE, load_domain
+from demo.data.glyphs import FONT_NAMES, font_path, render_glyph
+from demo.data.synthetic import DIGIT_NAMES, LETTER_NAMES
 
 EXPECTED_SIZES = {
     "handwritten_digits": (5438, 1359),

@@ -1,0 +1,203 @@
+"""Re-randomizing the decoded product polynomial with a zero-sharing (docs/protocol.md,
+"Distance stage", "Re-randomization").
+
+**Problem.** A degree-2 computation on Lagrange shares gives participant ``j`` the value
+``h(alpha_j)`` of ``h(z) = f(u_1(z), .., u_n(z))``, a polynomial of degree
+``d = 2(K+T-1)`` (``2T`` in the distance stage, ``K = 1``). The coordinator interpolates
+the whole of ``h`` from ``d + 1`` results, so it sees not only ``h(beta_1..beta_K)`` (the
+distances) but every coefficient of ``h``, and those mix data and masks: for one
+coordinate (``r = 1``) ``h = (m u_i - U_S)**2`` is a perfect square, so all its other
+evaluations are quadratic residues; with colluders the cross terms
+``<U_S(alpha_c), sum_S x>`` give linear measurements of an honest sum.
+
+**Fix.** Every contributor ``i`` draws, for each output ``o`` (a vector of length ``m``),
+an independent polynomial ``rho_{i,o}`` uniform among those of degree ``<= d`` with
+``rho_{i,o}(beta_k) = 0`` for ``k = 1..K`` (the zero-sharing), and sends recipient ``j``
+its value ``rho_{i,o}(alpha_j)`` sealed like every share. Recipient ``j`` uploads
+``h_o(alpha_j) + sum_{i in C} rho_{i,o}(alpha_j)``. The results lie on
+``H_o = h_o + rho_o``, ``rho_o = sum_{i in C} rho_{i,o}``, of the same degree ``d``, so
+
+* ``H_o(beta_k) = h_o(beta_k)``: decoding gives the same distances, exactly;
+* the results still form a Reed-Solomon codeword of dimension ``d + 1``: the
+  error-correcting decode corrects wrong results as before;
+* if one contributor in ``C`` is honest, ``rho_o`` is uniform on the space ``V`` of
+  polynomials of degree ``<= d`` vanishing at ``beta_1..beta_K`` (a uniform element plus
+  an independent one), so ``H_o`` is uniform among the polynomials of degree ``<= d``
+  with the true values at the data points. With ``T`` colluding recipients, who also know
+  their own ``rho_{i,o}(alpha_c)``, the honest part of ``rho_o`` is still uniform on the
+  coset of ``{rho in V : rho(alpha_c) = 0 for the colluders' points}``, of dimension
+  ``d + 1 - K - T >= T``: ``H_o`` is uniform given its values at the data points and at
+  the colluders' points, which the colluders computed themselves from shares that are
+  independent of the data. Nothing else is learned.
+
+**Who contributes (the design choice).** ``C`` is the set of participants the request
+lists as present (``ReferenceSets.participants``): a recipient must hold every present
+participant's share to compute anything, and a contribution travels with the share in
+the sharing stage, so every recipient that answers adds the same ``C`` whatever subset of
+recipients answers (dropouts), and a participant whose data are in the outputs has itself
+contributed (if any honest data are in the outputs, an honest contribution is too; the
+coordinator cannot strip honest contributors without stripping their data). Because the
+number of outputs is only known at the distance stage, each contribution is sized by the
+public bound :func:`output_bound` and the recipient uses its first ``result_length``
+entries (the first entries of independent uniform zero-sharings are independent uniform
+zero-sharings).
+
+**Integrity limit.** A recipient cannot check that a contribution vanishes at the data
+points: a malicious contributor's polynomial of the right degree with another value there
+shifts every output by that value, undetected (docs/protocol.md section 9).
+
+**Drawing a zero-sharing** (:meth:`ZeroSharing.contribute`): like
+:meth:`crypto.lcc.LagrangeCode.share`, fix ``F = d + 1 - K`` evaluations uniformly at
+random, ``rho(alpha_0..alpha_{F-1})``, and get the others by Lagrange interpolation through
+``beta_1..beta_K`` (value 0) and those ``F`` points: ``rho(alpha_j) = M[j] @ Z`` with
+``M[j, f] = l_{K+f}(alpha_{F+j})``. For fixed zeros at the data points the map from ``rho``
+to ``Z`` is a bijection (``d + 1`` distinct nodes), so uniform ``Z`` is uniform ``rho`` on
+``V``. Shapes: ``Z`` (F, m), ``M`` (n-F, F), result (n, m); cost ``(n - F) F m``
+multiplications per contributor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from crypto.errors import ParameterError
+from crypto.field import FieldArray, PrimeField
+from crypto.lcc import LagrangeCode
+from crypto.linalg import field_sum, lagrange_matrix, matmul
+from crypto.rng import RandomSource
+from crypto.secpc import ReferenceSets, coded_distances
+
+__all__ = [
+    "ZeroSharing",
+    "output_bound",
+    "rerandomize",
+    "rerandomized_distances",
+]
+
+
+def output_bound(n_participants: int, max_clusters: int) -> int:
+    """Public bound on a distance request's :attr:`~crypto.secpc.ReferenceSets.result_length`.
+
+    ``n <= N`` present participants, ``C <= max_clusters`` clusters and at most one probe
+    per cluster: ``n (C + P) + C (C - 1) / 2 <= N * 2 C_max + C_max (C_max - 1) / 2``.
+    """
+    for name, value in (("n_participants", n_participants), ("max_clusters", max_clusters)):
+        if not isinstance(value, int) or value < 1:
+            raise ParameterError(name, f"must be an int >= 1, not {value!r}")
+    return n_participants * 2 * max_clusters + max_clusters * (max_clusters - 1) // 2
+
+
+@dataclass(frozen=True, eq=False)
+class ZeroSharing:
+    """Zero-sharings for a degree-``degree`` computation on ``code``'s shares (module doc).
+
+    Attributes:
+        code: the code the computation runs on (its ``N`` points ``alpha_j`` are the
+            recipients; in a committee round, the committee's code).
+        degree: ``deg f`` (2 for squared distances).
+    """
+
+    code: LagrangeCode
+    degree: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.degree, int) or self.degree < 1:
+            raise ParameterError("degree", f"must be an int >= 1, not {self.degree!r}")
+
+    @property
+    def poly_degree(self) -> int:
+        """``d = degree * (K + T - 1)``: the degree of the decoded polynomial."""
+        return self.degree * (self.code.k + self.code.t - 1)
+
+    @property
+    def free(self) -> int:
+        """``F = d + 1 - K``: evaluations drawn at random (the dimension of ``V``)."""
+        return self.poly_degree + 1 - self.code.k
+
+    @cached_property
+    def _drawn(self) -> int:
+        return min(self.free, self.code.n)
+
+    @cached_property
+    def interpolation(self) -> FieldArray:
+        """``M`` (N - F, F): ``rho(alpha_F..alpha_{N-1}) = M @ rho(alpha_0..alpha_{F-1})``."""
+        code = self.code
+        nodes = code.betas[: code.k] + tuple(code.alpha(j) for j in range(self._drawn))
+        targets = [code.alpha(j) for j in range(self._drawn, code.n)]
+        full = lagrange_matrix(nodes, targets, code.field.prime)
+        return np.ascontiguousarray(full[:, code.k :])  # the data points' columns multiply 0
+
+    def contribute(self, length: int, rng: RandomSource) -> FieldArray:
+        """One contributor's zero-sharing of ``length`` outputs: row ``j`` goes to ``alpha_j``.
+
+        Returns:
+            field elements, shape (N, length): ``rho_o(alpha_j)`` for each output ``o``.
+        """
+        if not isinstance(length, int) or length < 1:
+            raise ParameterError("length", f"must be an int >= 1, not {length!r}")
+        field = self.code.field
+        drawn = rng.field_elements(field.prime, (self._drawn, length))
+        out = np.empty((self.code.n, length), dtype=np.int64)
+        out[: self._drawn] = drawn
+        if self._drawn < self.code.n:
+            out[self._drawn :] = matmul(field, self.interpolation, drawn)
+        return out
+
+
+def rerandomize(
+    field: PrimeField,
+    coded: FieldArray,
+    contributions: Mapping[int, FieldArray],
+    contributors: Sequence[int],
+) -> FieldArray:
+    """``coded + sum_{i in contributors} contributions[i][:len(coded)] mod p``.
+
+    Args:
+        coded: this recipient's result vector ``h_o(alpha_j)``, length ``m``.
+        contributions: contributor -> the zero-sharing values it sent this recipient,
+            each of length ``>= m`` (sized by :func:`output_bound`).
+        contributors: whose contributions count (the request's present participants).
+    Raises:
+        ParameterError: a contributor's value is missing, too short, or not in GF(p).
+    """
+    missing = [i for i in contributors if i not in contributions]
+    if missing:
+        raise ParameterError("contributions", f"lacks the zero-sharings of {missing}")
+    length = coded.shape[0]
+    rows = []
+    for i in contributors:
+        row = np.asarray(contributions[i])
+        if row.ndim != 1 or row.shape[0] < length:
+            raise ParameterError(
+                f"contributions[{i}]",
+                f"must be a vector of at least {length} values, not shape {row.shape}",
+            )
+        rows.append(row[:length])
+    if not rows:
+        return coded.copy()
+    stacked = np.vstack(rows)  # (contributors, m)
+    if not np.issubdtype(stacked.dtype, np.integer) or (
+        stacked.size and (int(stacked.min()) < 0 or int(stacked.max()) >= field.prime)
+    ):
+        for i, row in zip(contributors, rows, strict=True):  # name the offending contributor
+            field.check(row, f"contributions[{i}]")
+    total = field_sum(stacked.astype(np.int64, copy=False).T, field.prime)
+    return field.add(field.check(coded, "coded"), total)
+
+
+def rerandomized_distances(
+    field: PrimeField,
+    shares: Mapping[int, FieldArray],
+    contributions: Mapping[int, FieldArray],
+    refs: ReferenceSets,
+) -> FieldArray:
+    """:func:`~crypto.secpc.coded_distances` plus every present participant's zero-sharing.
+
+    The contributors are ``refs.participants`` (module doc, "Who contributes").
+    """
+    coded = coded_distances(field, shares, refs)
+    return rerandomize(field, coded, contributions, refs.participants)

@@ -1,0 +1,43 @@
+"""The participant's side of the re-randomized distance stage: names and sizes, no I/O.
+
+When the federation's config sets ``crypto.rerandomize_distances`` (docs/protocol.md
+section 4), the sharing task lists one more envelope kind, :data:`ZERO_KIND`: each
+participant sends every recipient its zero-sharing contribution
+(:class:`crypto.rerandomize.ZeroSharing`) at the recipient's point, a vector of
+:func:`zero_sharing_length` elements of the clustering field, sealed like every share
+(:func:`participant.protocol.share_body`; ``ShareContext`` stage
+:data:`ZERO_CONTEXT_STAGE`, so it cannot be replayed as a prompt share or into another
+round). In the distance stage the recipient opens them
+(:func:`participant.protocol.open_inbox`) and passes them to
+:func:`participant.protocol.distance_payload` (``zeros=``), which adds every present
+participant's contribution and refuses (``missing_share``) when one did not open.
+
+Whether to re-randomize comes from the federation's config (:func:`rerandomizes`), never
+from a round's task: a coordinator cannot ask some members for plain results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from crypto.params import CryptoParams
+from crypto.rerandomize import output_bound
+
+__all__ = ["ZERO_CONTEXT_STAGE", "ZERO_KIND", "rerandomizes", "zero_sharing_length"]
+
+ZERO_KIND = "zero"
+"""Envelope kind of a zero-sharing contribution."""
+
+ZERO_CONTEXT_STAGE = "sharing-zero"
+"""The ``ShareContext.stage`` a zero-sharing contribution is sealed under."""
+
+
+def zero_sharing_length(params: CryptoParams) -> int:
+    """Elements per contribution: the public bound on a distance request's outputs."""
+    return output_bound(params.n_participants, params.max_clusters)
+
+
+def rerandomizes(config: Mapping[str, Any]) -> bool:
+    """Whether the federation's config document (``/me``) re-randomizes distances."""
+    return (config.get("crypto") or {}).get("rerandomize_distances") is True

@@ -1,0 +1,45 @@
+"""Committee rounds with ``rerandomize_distances``: the real app and production engines.
+
+``N = 12`` participants share to a committee of ``c = 7`` (conftest); every participant also
+seals its zero-sharing to the 7 members, members add every present participant's
+contribution, and the coordinator's decode still equals the exact integer reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tests.committee.test_rounds import envelope_rows, exact_point_distances
+
+
+def test_rerandomized_committee_rounds_decode_exactly(
+    make_federation: Any, kit: Any, db_url: str
+) -> None:
+    f = make_federation(rerandomize_distances=True)
+    params = f.engines[0].params
+    assert f.federation["config"]["crypto"]["rerandomize_distances"] is True
+    number = f.start_round()
+    members = f.task(0)["committee"]["members"]
+    kinds = [s["kind"] for s in f.task(0)["sharing"]["envelopes"]]
+    assert kinds == ["prompt", "zero", "update"]
+    seen: dict[str, Any] = {}
+
+    def watch(stage: str, n: int) -> None:
+        if stage == "distances" and "distances" not in seen:
+            seen["distances"] = f.task(members[0])["distances"]
+
+    f.run_round(number=number, watch=watch)
+    status = f.status(number)
+    assert status["stage"] == "published", status["failure_reason"]
+    assert status["uploads"]["distances"] == members
+    assert status["rejected"] == {"distances": [], "aggregation": []}
+    rows = envelope_rows(db_url)  # N * c * 3 kinds, addressed to members only
+    assert len(rows) == kit.N * kit.C * 3
+    zero = {(s, r) for s, r, k in rows if k == "zero"}
+    assert zero == {(s, r) for s in range(kit.N) for r in members}
+    point = np.asarray(status["distances"]["point"])
+    np.testing.assert_array_equal(
+        point, exact_point_distances(kit, params, number, seen["distances"])
+    )
