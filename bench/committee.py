@@ -275,7 +275,7 @@ def _refs(n: int) -> ReferenceSets:
         CLUSTERS,
     )
     built = membership.reference_sets(
-        range(n), min_aggregation_size=1, min_reference_size=2, salt="bench"
+        range(n), min_aggregation_size=1, min_reference_size=3, salt="bench"
     )
     assert built is not None
     return built

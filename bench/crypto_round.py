@@ -119,7 +119,7 @@ def secpc_stage(n: int, r: int = 128, clusters: int = 8, seed: int = 1) -> dict[
         clusters,
     )
     built = membership.reference_sets(
-        range(n), min_aggregation_size=1, min_reference_size=2, salt="bench"
+        range(n), min_aggregation_size=1, min_reference_size=3, salt="bench"
     )
     assert built is not None
     refs: ReferenceSets = built

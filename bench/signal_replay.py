@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         probe_fraction=fraction,
         probe_ratio=ratio,
         min_aggregation_size=3,
-        min_reference_size=2,
+        min_reference_size=3,
     )
     configure_threads(1)
     register_offline_models()

@@ -81,11 +81,12 @@ class CryptoConfig(_Frozen):
     )
     min_aggregation_size: int = Field(ge=2, le=limits.MAX_PARTICIPANTS)
     min_reference_size: int = Field(
-        default=2,
+        default=3,
         ge=1,
         le=limits.MAX_PARTICIPANTS,
-        description="Smallest set a participant computes distances to; 1 allows distances "
-        "to single participants' prompts (the default 2 refuses them).",
+        description="Smallest set a participant computes distances to. Below 3 it is "
+        "raised to 3 (crypto.refset_rules.REFERENCE_FLOOR): a centre of two members "
+        "gives their distance, 4 D[a, {a, b}] = |x_a - x_b|^2, and participants refuse it.",
     )
     max_clusters: int = Field(ge=1, le=limits.MAX_PARTICIPANTS)
     rerandomize_distances: bool = Field(
@@ -160,7 +161,7 @@ class Tolerance(_Frozen):
     aggregation_clip: float = Field(default=1.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
     l2_clip: float = Field(default=10.0, gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
     min_aggregation_size: int = Field(default=3, ge=2, le=limits.MAX_PARTICIPANTS)
-    min_reference_size: int = Field(default=2, ge=1, le=limits.MAX_PARTICIPANTS)
+    min_reference_size: int = Field(default=3, ge=3, le=limits.MAX_PARTICIPANTS)
     max_clusters: int = Field(default=8, ge=1, le=limits.MAX_PARTICIPANTS)
     rerandomize_distances: bool = Field(
         default=False,

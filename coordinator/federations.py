@@ -60,7 +60,8 @@ def create_federation(session: Session, request: FederationCreate, now: datetime
         created_at=now,
     )
     session.add(federation)
-    if beacons.uses_committee(config):  # round 1's beacon, committed before any roster
+    # round 1's beacon, committed before any roster (committee) or probe (clustering)
+    if beacons.uses_committee(config) or beacons.draws_probes(config):
         session.flush()
         beacons.draw_ahead(session, federation.id, 1, now)
     session.commit()

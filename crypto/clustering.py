@@ -1,49 +1,45 @@
 """The SecPC clustering step (docs/protocol.md, "Clustering step"): pure and deterministic.
 
 :class:`Membership` is the cluster state everybody trains under in a round: clusters
-(id -> members) and, for clusters large enough to split, the *probe* that the next
-distance stage measures against (a proper subset of the cluster, see below).
+(id -> members). The *probe* a distance stage measures a cluster against (a proper subset
+of it, see below) is drawn by :meth:`Membership.reference_sets` from the round's beacon.
 
 :func:`secpc_step` maps decoded :class:`~crypto.secpc.Distances` (``D``: squared
 point-to-reference-set distances, ``E``: squared centre-centre distances) and the current
 membership to the next membership:
 
-1. **assign** (Hartigan's rule) every present participant whose cluster is a reference
-   set: member ``i`` of ``c`` (``m_c`` present members) goes to the cluster ``c'`` of least
-   cost, ``m_c / (m_c - 1) D[i, c]`` for its own cluster (the sum of squares its leaving
-   frees: ``x_i`` pulls ``mu_c`` towards itself) and ``m_c' / (m_c' + 1) D[i, c']`` for
-   another (what joining adds), ties to the lowest id; every move lowers the total
-   within-cluster sum of squares. Plain nearest-centre assignment kept a member that a
-   split had put on the wrong side there, since its own pull makes its cluster look
-   nearest. Participants whose cluster is not a reference set keep it;
-2. **split** (at most one per cluster, never beyond ``max_clusters``): for a cluster ``c``
-   with a probe ``P``, every member's self-corrected coordinate ``f_i`` on the axis between
-   ``P`` and the rest of ``c`` is computed from ``D[., c]`` and ``D[., P]`` alone
+The step changes the membership by at most one split or one merge, the only changes
+participants accept from one round to the next (:mod:`crypto.refset_rules`: a
+coordinator free to regroup members could name whatever reference sets it liked):
+
+1. **assign**: members keep their cluster. (An earlier version moved members by
+   Hartigan's rule; every such move is a membership change participants now refuse.)
+   A present participant in no cluster (enrolled late) joins the cluster of least
+   ``m_c' / (m_c' + 1) D[i, c']``, what joining adds;
+2. **split** (at most one per round, never beyond ``max_clusters``): for every cluster
+   ``c`` with a probe ``P``, every member's self-corrected coordinate ``f_i`` on the axis
+   between ``P`` and the rest of ``c`` is computed from ``D[., c]`` and ``D[., P]`` alone
    (:func:`crypto.split_test.probe_coordinates`), far members are set aside
    (:func:`crypto.split_test.far_members`), and the best two-means cut of the ``f``
    (both parts of at least ``min_aggregation_size``, outliers trimmed,
-   :func:`crypto.split_test.best_cut`) splits ``c`` when either
+   :func:`crypto.split_test.best_cut`) passes when either
    (a) ``W2 / W1 < split_threshold`` (a clean gap on the axis), or
    (b) the cut reproduces the probe partition (up to :data:`PROBE_SLACK` member), that
    partition holds ``beta_P >= probe_fraction`` of the cluster's full-dimensional sum of
    squares (:func:`crypto.split_test.probe_between_fraction`) and
-   ``W2 / W1 < probe_ratio`` (a probe that the power iteration below has turned towards
-   two groups, confirmed by the fresh round's prompts).
-   The smaller part becomes the new cluster (equal parts: the one without the lowest
-   participant id, so the outcome does not depend on the probe drawn). ``W2 / W1`` of every
-   tested cluster is recorded in :attr:`StepResult.split_ratios`;
-3. **merge** (at most one per round): among clusters not split this round, the closest
-   pair with ``E[c, c'] < merge_factor * (s_c + s_c') / 2``, ``s_c = median{D[i, c] :
-   a(i) = c}``, is merged into the lower id;
-4. empty clusters disappear. The next probe of a tested cluster that neither split nor
-   merged is the high side of its best cut when no member was set aside (a two-means
-   step: with three groups along the axis it isolates an end group, where the members
-   above the mean coordinate would cut the middle group in two and three-domain
-   federations stalled); otherwise its kept members above the mean coordinate (a sign
-   step of the power iteration towards the direction of largest spread, which two groups
-   dominate) plus every other set-aside member by coordinate, so that the two members of
-   a far near-identical pair straddle the probe and their pulls on the next axis cancel.
-   Other clusters get a fresh probe drawn by :meth:`Membership.reference_sets`.
+   ``W2 / W1 < probe_ratio``.
+   Of the passing clusters the one with the least ``W2 / W1`` splits: the smaller part
+   becomes the new cluster (equal parts: the one without the lowest participant id, so
+   the outcome does not depend on the probe drawn). ``W2 / W1`` of every tested cluster
+   is recorded in :attr:`StepResult.split_ratios`;
+3. **merge** (only in a round without a split): the closest pair with
+   ``E[c, c'] < merge_factor * (s_c + s_c') / 2``, ``s_c = median{D[i, c] : a(i) = c}``,
+   is merged into the lower id;
+4. empty clusters disappear. No probe is carried to the next round: the next round's
+   probes are drawn from its beacon (:meth:`Membership.reference_sets`,
+   :func:`crypto.refset_rules.probe_salt`). An earlier version refined each probe from
+   the decoded distances (a power-iteration step); that let the coordinator choose
+   probes, which participants now refuse.
 
 Why probes and not DESIGN.md's singleton candidate ``{k}``. A distance to a one-member
 set is a distance to one participant's prompt, which the coordinator must not learn
@@ -116,7 +112,8 @@ class ClusteringConfig:
             mean median spread.
         min_aggregation_size: smallest cluster a split may create.
         min_reference_size: smallest reference set (cluster, probe, or what a probe leaves
-            of its cluster) a distance request may name; participants refuse smaller ones.
+            of its cluster) a distance request may name; participants refuse smaller ones,
+            and anything below :data:`crypto.refset_rules.REFERENCE_FLOOR` (3).
         max_clusters: upper bound on the number of clusters.
         max_trim, trim_factor: outlier trimming of the split test
             (:func:`crypto.split_test.best_cut`).
@@ -130,7 +127,7 @@ class ClusteringConfig:
     split_threshold: float = 0.03
     merge_factor: float = 1.0
     min_aggregation_size: int = 3
-    min_reference_size: int = 2
+    min_reference_size: int = 3
     max_clusters: int = 8
     max_trim: int = 2
     trim_factor: float = 3.0
@@ -195,7 +192,9 @@ class Membership:
 
     Attributes:
         clusters: ``(cluster id, sorted members)`` in increasing id order, none empty.
-        probes: ``(cluster id, sorted members)``: the refined probe of a cluster, if any.
+        probes: ``(cluster id, sorted members)``: refined probes stored by earlier
+            versions; read and kept for compatibility, never used (probes are drawn from the
+            round's beacon, :meth:`reference_sets`). :func:`secpc_step` leaves it empty.
         next_id: the id a new cluster will get.
     """
 
@@ -242,17 +241,18 @@ class Membership:
         *,
         min_aggregation_size: int,
         min_reference_size: int,
-        salt: str,
+        salt: str | None,
     ) -> ReferenceSets | None:
         """The distance stage's reference sets among participants who shared.
 
         Clusters are restricted to ``present`` members; those with fewer than
         ``min_reference_size`` present members are left out (their members keep their
         cluster). A cluster with at least ``max(2 * min_aggregation_size,``
-        :data:`MIN_TESTED_MEMBERS` ``)`` present members gets a probe: its stored probe
-        restricted to present members when both parts keep ``min_reference_size``
-        members, else :func:`initial_probe` with ``salt`` (the
-        coordinator passes the federation and round). ``None`` when no cluster qualifies.
+        :data:`MIN_TESTED_MEMBERS` ``)`` present members gets a probe:
+        :func:`initial_probe` of its present members with ``salt`` (the coordinator
+        passes :func:`crypto.refset_rules.probe_salt` of the round's beacon, so the
+        coordinator does not choose it; stored :attr:`probes` are not used). No probe
+        when ``salt`` is None. ``None`` when no cluster qualifies.
         """
         here = set(present)
         clusters = []
@@ -262,16 +262,11 @@ class Membership:
                 clusters.append((c, kept))
         if not clusters:
             return None
-        stored = dict(self.probes)
         probes = []
         for c, kept in clusters:
-            if len(kept) < max(2 * min_aggregation_size, MIN_TESTED_MEMBERS):
+            if salt is None or len(kept) < max(2 * min_aggregation_size, MIN_TESTED_MEMBERS):
                 continue
-            probe = tuple(m for m in stored.get(c, ()) if m in kept)
-            if not min_reference_size <= len(probe) <= len(kept) - min_reference_size:
-                probe = initial_probe(
-                    kept, min_reference_size=min_reference_size, salt=f"{salt}|{c}"
-                )
+            probe = initial_probe(kept, min_reference_size=min_reference_size, salt=f"{salt}|{c}")
             if probe:
                 probes.append((c, probe))
         return ReferenceSets(tuple(sorted(here)), tuple(clusters), tuple(probes))
@@ -348,22 +343,19 @@ def _argmin_cluster(row: NDArray[np.float64], ids: list[int]) -> int:
 def _assign(
     distances: Distances, membership: Membership
 ) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """Members keep their cluster (the membership-change rule, module doc step 1); a
+    present participant in no cluster joins the nearest, by what joining adds."""
     refs = distances.refs
     ids = [c for c, _ in refs.clusters]
     row = {p: n for n, p in enumerate(refs.participants)}
-    referenced = set(ids)
     assignment: dict[int, int] = {}
     for c, members in membership.clusters:
         for m in members:
             assignment[m] = c
     sizes = np.array([len(m) for _, m in refs.clusters], dtype=np.float64)
     for p in refs.participants:
-        if assignment.get(p, ids[0]) in referenced or p not in assignment:
+        if p not in assignment:
             cost = distances.point[row[p], : len(ids)] * sizes / (sizes + 1.0)
-            own = assignment.get(p)
-            if own in referenced:  # leaving costs the exact SS it frees (Hartigan)
-                k = ids.index(own)
-                cost[k] = distances.point[row[p], k] * sizes[k] / max(sizes[k] - 1.0, 1e-12)
             assignment[p] = _argmin_cluster(cost, ids)
     groups: dict[int, list[int]] = {}
     for p in sorted(assignment):
@@ -371,119 +363,130 @@ def _assign(
     return assignment, groups
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    parent: int
+    moved: tuple[int, ...]
+    ratio: float
+
+
+def _split_candidate(
+    distances: Distances,
+    c: int,
+    probe: tuple[int, ...],
+    groups: Mapping[int, list[int]],
+    config: ClusteringConfig,
+) -> tuple[float, _Candidate | None]:
+    """The split test of cluster ``c`` along its probe (module doc, step 2): the best
+    cut's ``W2 / W1`` and the split it would make, if it passes."""
+    refs = distances.refs
+    col = [cid for cid, _ in refs.clusters].index(c)
+    probe_col = len(refs.clusters) + [cid for cid, _ in refs.probes].index(c)
+    members = list(dict(refs.clusters)[c])
+    row = {p: n for n, p in enumerate(refs.participants)}
+    rows = [row[i] for i in members]
+    D = distances.point
+    in_probe = np.isin(members, probe)
+    f = probe_coordinates(D[rows, col], D[rows, probe_col], in_probe)
+    beta = probe_between_fraction(D[rows, col], D[rows, probe_col], in_probe)
+    aside = far_members(
+        D[rows, col],
+        max_trim=config.max_trim,
+        trim_factor=config.trim_factor,
+        group_size=config.min_aggregation_size,
+    )
+    cut = best_cut(
+        f,
+        min_size=config.min_aggregation_size,
+        max_trim=config.max_trim,
+        trim_factor=config.trim_factor,
+        aside=aside,
+    )
+    high = {members[n] for n in cut.high}
+    rest = set(members) - set(probe)
+    confirmed = min(len(high ^ set(probe)), len(high ^ rest)) <= PROBE_SLACK
+    passes = cut.ratio < config.split_threshold or (
+        confirmed and beta >= config.probe_fraction and cut.ratio < config.probe_ratio
+    )
+    still = set(groups.get(c, []))
+    high_part, low_part = sorted(still & high), sorted(still - high)
+    if not passes or min(len(high_part), len(low_part)) < config.min_aggregation_size:
+        return cut.ratio, None
+    if len(high_part) != len(low_part):
+        moved = min(high_part, low_part, key=len)
+    else:  # the part without the lowest id moves: independent of the probe drawn
+        moved = low_part if high_part[0] < low_part[0] else high_part
+    return cut.ratio, _Candidate(c, tuple(moved), cut.ratio)
+
+
 def secpc_step(
     distances: Distances, membership: Membership, config: ClusteringConfig
 ) -> StepResult:
-    """The clustering step (module docstring); a pure function of its inputs."""
+    """The clustering step (module docstring); a pure function of its inputs.
+
+    The result differs from ``membership`` by at most one split or one merge (and new
+    participants joining), the change participants accept next round
+    (:func:`crypto.refset_rules.check_membership_change`); its probes are empty (the next
+    round draws them from its beacon).
+    """
     refs = distances.refs
     ids = [c for c, _ in refs.clusters]
     n_c = len(ids)
     col_of = {c: n for n, c in enumerate(ids)}
-    probe_col = {c: n_c + n for n, (c, _) in enumerate(refs.probes)}
     D = distances.point
     row = {p: n for n, p in enumerate(refs.participants)}
     assignment, groups = _assign(distances, membership)
 
-    # 2. splits.
+    # 2. split: the tested cluster whose passing cut is cleanest, at most one per round.
     next_id = membership.next_id
-    splits: list[Split] = []
     ratios: dict[int, float] = {}
-    refined: dict[int, tuple[int, ...]] = {}
-    n_clusters = len(groups)
-    ref_members = dict(refs.clusters)
+    best_split: _Candidate | None = None
     for c, probe in refs.probes:
-        members = list(ref_members[c])
-        if not 2 <= len(probe) <= len(members) - 2:
-            continue  # no axis to measure (min_reference_size = 1 allows such probes)
-        rows = [row[i] for i in members]
-        in_probe = np.isin(members, probe)
-        f = probe_coordinates(D[rows, col_of[c]], D[rows, probe_col[c]], in_probe)
-        beta = probe_between_fraction(D[rows, col_of[c]], D[rows, probe_col[c]], in_probe)
-        aside = far_members(
-            D[rows, col_of[c]],
-            max_trim=config.max_trim,
-            trim_factor=config.trim_factor,
-            group_size=config.min_aggregation_size,
-        )
-        cut = best_cut(
-            f,
-            min_size=config.min_aggregation_size,
-            max_trim=config.max_trim,
-            trim_factor=config.trim_factor,
-            aside=aside,
-        )
-        ratios[c] = cut.ratio
-        high = {members[n] for n in cut.high}
-        still = set(groups.get(c, []))
-        # set-aside members straddle the next probe (every other one by coordinate), so
-        # that a near-identical far pair pulls its two sides alike and not the axis
-        straddle = sorted(cut.trimmed, key=lambda n: (f[n], n))[::2]
-        # nothing set aside: the cut's high side (a two-means step), which isolates an end
-        # group when three lie along the axis; the above-mean side would cut the middle one
-        side = cut.above if cut.trimmed else cut.high
-        refined[c] = tuple(sorted(members[n] for n in (*side, *straddle)))
-        if set(refined[c]) in (set(probe), set(members) - set(probe)):
-            del refined[c]  # a fixed point that did not split: a fresh probe next round
-        rest = set(members) - set(probe)
-        confirmed = min(len(high ^ set(probe)), len(high ^ rest)) <= PROBE_SLACK
-        passes = cut.ratio < config.split_threshold or (
-            confirmed and beta >= config.probe_fraction and cut.ratio < config.probe_ratio
-        )
-        if not passes or n_clusters >= config.max_clusters:
-            continue
-        high_part, low_part = sorted(still & high), sorted(still - high)
-        if min(len(high_part), len(low_part)) < config.min_aggregation_size:
-            continue
-        if len(high_part) != len(low_part):
-            moved = min(high_part, low_part, key=len)
-        else:  # the part without the lowest id moves: independent of the probe drawn
-            moved = low_part if high_part[0] < low_part[0] else high_part
+        if not 2 <= len(probe) <= len(dict(refs.clusters)[c]) - 2:
+            continue  # no axis to measure
+        ratios[c], candidate = _split_candidate(distances, c, probe, groups, config)
+        if candidate is not None and (best_split is None or candidate.ratio < best_split.ratio):
+            best_split = candidate
+    splits: list[Split] = []
+    if best_split is not None and len(groups) < config.max_clusters:
         child = next_id
         next_id += 1
-        n_clusters += 1
-        for i in moved:
-            groups[c].remove(i)
+        for i in best_split.moved:
+            groups[best_split.parent].remove(i)
             assignment[i] = child
-        groups[child] = moved
-        splits.append(Split(c, child, tuple(moved), cut.ratio))
+        groups[child] = list(best_split.moved)
+        splits.append(Split(best_split.parent, child, best_split.moved, best_split.ratio))
 
-    # 3. merge (among clusters present in E that did not split this round).
-    split_parents = {s.parent for s in splits}
-    spread = {}
-    for c in ids:
-        in_c = [i for i in groups.get(c, []) if i in row]
-        if in_c and c not in split_parents:
-            spread[c] = statistics.median(float(D[row[i], col_of[c]]) for i in in_c)
+    # 3. merge (only in a round without a split): the closest qualifying pair.
     merges: list[Merge] = []
-    best: tuple[float, int, int] | None = None
-    for a in range(n_c):
-        for b in range(a + 1, n_c):
-            ca, cb = ids[a], ids[b]
-            if ca not in spread or cb not in spread:
-                continue
-            e = float(distances.centre[a, b])
-            if e < config.merge_factor * (spread[ca] + spread[cb]) / 2 and (
-                best is None or e < best[0]
-            ):
-                best = (e, ca, cb)
-    if best is not None:
-        e, kept, removed = best
-        for i in groups.pop(removed, []):
-            assignment[i] = kept
-            groups[kept].append(i)
-        groups[kept].sort()
-        merges.append(Merge(kept, removed, e))
+    if not splits:
+        spread = {}
+        for c in ids:
+            in_c = [i for i in groups.get(c, []) if i in row]
+            if in_c:
+                spread[c] = statistics.median(float(D[row[i], col_of[c]]) for i in in_c)
+        best: tuple[float, int, int] | None = None
+        for a in range(n_c):
+            for b in range(a + 1, n_c):
+                ca, cb = ids[a], ids[b]
+                if ca not in spread or cb not in spread:
+                    continue
+                e = float(distances.centre[a, b])
+                if e < config.merge_factor * (spread[ca] + spread[cb]) / 2 and (
+                    best is None or e < best[0]
+                ):
+                    best = (e, ca, cb)
+        if best is not None:
+            e, kept, removed = best
+            for i in groups.pop(removed, []):
+                assignment[i] = kept
+                groups[kept].append(i)
+            groups[kept].sort()
+            merges.append(Merge(kept, removed, e))
 
-    # 4. drop empty clusters; refined probes of tested, unchanged clusters.
+    # 4. drop empty clusters.
     clusters = tuple((c, tuple(sorted(m))) for c, m in sorted(groups.items()) if m)
-    changed = split_parents | {m.kept for m in merges} | {m.removed for m in merges}
-    live = dict(clusters)
-    probes = tuple(
-        (c, tuple(m for m in p if m in live[c]))
-        for c, p in sorted(refined.items())
-        if c in live and c not in changed and any(m in live[c] for m in p)
-    )
-    new_membership = Membership(clusters, probes, next_id)
+    new_membership = Membership(clusters, (), next_id)
     return StepResult(new_membership, assignment, tuple(splits), tuple(merges), ratios)
 
 

@@ -10,8 +10,11 @@ checks, for that stage of that round:
   ``min_reference_size`` members; there is at most one probe per cluster, a proper subset
   of it, and both the probe and what it leaves of its cluster have at least
   ``min_reference_size`` members (the centre of the rest is a known combination of the
-  other two, so it is a reference set too). With the default ``min_reference_size = 2``
-  no centre is ever one participant's prompt (docs/protocol.md, "Refusal rules");
+  other two, so it is a reference set too), and never fewer than
+  :data:`crypto.refset_rules.REFERENCE_FLOOR` = 3 whatever the federation says: a
+  centre of two gives ``4 D[a, {a, b}] = |x_a - x_b|^2``, one of one a prompt
+  (docs/protocol.md, "Refusal rules"); which sets a request may name at all is
+  :mod:`crypto.refset_rules`;
 * every member named delivered a share the participant could authenticate;
 * it has not already answered a *different* request for the same stage
   (:func:`request_digest` of the request is stored and compared).
@@ -27,6 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from crypto.errors import RefusalError
+from crypto.refset_rules import effective_minimum
 from crypto.secpc import ReferenceSets
 
 __all__ = [
@@ -79,7 +83,10 @@ def check_aggregation_request(
 def check_distance_request(
     refs: ReferenceSets, *, have_shares_from: Collection[int], min_reference_size: int
 ) -> None:
-    """Refuse unless the distance request is safe to answer (module docstring)."""
+    """Refuse unless the distance request is safe to answer (module docstring);
+    ``min_reference_size`` below :data:`~crypto.refset_rules.REFERENCE_FLOOR` is raised
+    to it."""
+    min_reference_size = effective_minimum(min_reference_size)
     _check_disjoint([m for _, m in refs.clusters])
     clusters = dict(refs.clusters)
     for c, members in refs.clusters:

@@ -250,7 +250,8 @@ def _guarantees(config: dict[str, Any]) -> list[str]:
         f"{n - (2 * (kc + tc - 1) + 1)} dropouts tolerated; field GF(2^61-1) with "
         f"{c['clustering_field']['bits']} fractional bits; only whole squared distances are "
         "decoded (one chunk), every centre averages at least "
-        f"{c.get('min_reference_size', 2)} participants, and every threshold exceeds N/2",
+        f"{max(int(c.get('min_reference_size', 3)), 3)} participants, and every threshold "
+        "exceeds N/2",
         f"cluster-wise aggregation on shares: K={ka}, T={ta}; {n - (ka + ta)} dropouts "
         f"tolerated; GF({c['aggregation_field']['prime']}), updates clipped to L2 "
         f"{c['l2_clip']} and entries to {c['aggregation_field']['clip']}",

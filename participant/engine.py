@@ -48,6 +48,7 @@ from participant.protocol import (
     round_committee,
     share_body,
 )
+from participant.refsets import answered_sets, check_distance_sets, load_answered
 from participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
 from participant.state import StateDir
 
@@ -497,6 +498,14 @@ class Engine:
             opened = self._opened(task, number, kind)
             failed = opened.failed
             try:
+                if stage == "distances":
+                    check_distance_sets(
+                        task,
+                        self.params,
+                        federation_id=self.federation_id,
+                        previous=load_answered(self.progress(number - 1).get("distances_sets")),
+                        commitment=self._commitment(number),
+                    )
                 if stage != "distances":
                     payload, digest = aggregation_payload(task, opened, self.params)
                 elif rerandomizes(self.config):  # the federation's choice, not the task's
@@ -512,6 +521,8 @@ class Engine:
                 return
             self.state.write_bytes(payload_path, payload)
             progress[digest_key] = digest
+            if stage == "distances":  # the next round's sets must follow from these
+                progress["distances_sets"] = answered_sets(task)
             self._commit(number, progress)
         self.client.upload_result(number, stage, payload, str(progress[digest_key]))
         self._say(f"round {number}: {stage} result uploaded")

@@ -91,6 +91,7 @@ def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
         aggregation_field=fld(c["aggregation_field"]),
         l2_clip=float(c["l2_clip"]),
         min_aggregation_size=int(c["min_aggregation_size"]),
+        min_reference_size=int(c.get("min_reference_size", 3)),
         max_clusters=int(c["max_clusters"]),
         committee_size=None if c.get("committee_size") is None else int(c["committee_size"]),
     )

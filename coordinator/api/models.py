@@ -402,6 +402,13 @@ class DistanceTask(_Model):
     )
     result_length: int
     prime: int
+    beacon: str | None = Field(
+        default=None,
+        description="The round's beacon (hex), committed one round ahead (next_beacon): "
+        "every probe is crypto.clustering.initial_probe of its cluster salted with "
+        "crypto.refset_rules.probe_salt(federation, round, beacon); a participant refuses "
+        "any other probe (probe_not_drawn). Null: the round asks for no probe.",
+    )
 
 
 class AggregationTask(_Model):

@@ -30,6 +30,12 @@ def uses_committee(config: FederationConfig) -> bool:
     return size is not None and size < config.n_participants
 
 
+def draws_probes(config: FederationConfig) -> bool:
+    """Whether the federation's distance stages draw probes from the round beacon
+    (every clustered federation, :mod:`coordinator.rounds.probes`)."""
+    return config.clustered
+
+
 def draw_ahead(session: Session, federation_id: str, number: int, now: datetime) -> bytes:
     """Round ``number``'s beacon: the one drawn earlier, or a fresh one, stored now
     (in the caller's transaction)."""

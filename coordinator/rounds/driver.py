@@ -74,6 +74,7 @@ from coordinator.rounds.machine import (
     is_valid_transition,
     stage_threshold,
 )
+from coordinator.rounds.probes import probe_salt_of
 from coordinator.rounds.protocol import (
     Outcome,
     close_sharing,
@@ -478,7 +479,7 @@ class RoundDriver:
                 config,
                 answered,
                 set(decision.dropped),
-                salt=f"{rnd.federation_id}|{rnd.number}",
+                salt=probe_salt_of(rnd.federation_id, rnd.number, state),
             )
         state = close_stage(stage, state, answered, set(decision.dropped))
         detail = {"responders": sorted(answered), "dropped": sorted(decision.dropped)}

@@ -30,6 +30,7 @@ from crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
 from crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
 from crypto.errors import DecodeError
 from crypto.lcc import Decoded
+from crypto.refset_rules import effective_minimum
 from crypto.rng import RandomSource
 from crypto.secpc import decode_distances
 from crypto.wire import unpack_field_matrix, unpack_field_vector
@@ -107,12 +108,15 @@ def close_sharing(
     sharers: set[int],
     dropped: set[int],
     *,
-    salt: str,
+    salt: str | None,
 ) -> Outcome:
     """Sharing closed: fix who is present and what the later stages compute over.
 
-    ``salt`` (the federation and round) picks fresh probes (:func:`initial_probe`). When
-    no cluster has ``min_reference_size`` present members the round has no distance stage.
+    ``salt`` (:func:`coordinator.rounds.probes.probe_salt_of`: a hash of the round's
+    committed beacon) draws every probe (:func:`initial_probe`); probes refined from last
+    round's distances are not used, participants refuse them (``probe_not_drawn``). When no
+    cluster has ``effective_minimum(min_reference_size)`` (at least 3) present members
+    the round has no distance stage.
     """
     state = state.with_dropped(dropped, Stage.SHARING)
     present = sorted(sharers - {int(i) for i in state.dropped})
@@ -123,7 +127,7 @@ def close_sharing(
         membership.reference_sets(
             present,
             min_aggregation_size=min_size,
-            min_reference_size=config.crypto.min_reference_size,
+            min_reference_size=effective_minimum(config.crypto.min_reference_size),
             salt=salt,
         )
         if state.clustering
@@ -201,7 +205,7 @@ def run_clustering(
             trim_factor=config.clustering.trim_factor,
             merge_factor=config.clustering.merge_factor,
             min_aggregation_size=params.min_aggregation_size,
-            min_reference_size=params.min_reference_size,
+            min_reference_size=effective_minimum(params.min_reference_size),
             max_clusters=params.max_clusters,
         ),
     )

@@ -40,6 +40,7 @@ from coordinator.errors import ProblemError
 from coordinator.rounds import store
 from coordinator.rounds.driver import stage_deadline
 from coordinator.rounds.machine import UPLOAD_STAGES, Stage
+from coordinator.rounds.probes import probe_salt_of
 from coordinator.rounds.protocol import close_sharing
 from coordinator.rounds.state import RoundState
 from coordinator.rounds.uploads import _check_member, open_round
@@ -105,7 +106,7 @@ def replan(
     convicted: Collection[int],
     answered: Collection[int],
     *,
-    salt: str,
+    salt: str | None,
 ) -> RoundState | None:
     """The stage's request again without the ``convicted`` senders; None if no request
     is left (no reference set for the distance stage, no member set to aggregate).
@@ -215,7 +216,12 @@ def _write(
     answered = _results(session, rnd.id, stage) & set(state.computers())
     if guilty:
         new_state = replan(
-            state, config, stage, guilty, answered, salt=f"{rnd.federation_id}|{rnd.number}"
+            state,
+            config,
+            stage,
+            guilty,
+            answered,
+            salt=probe_salt_of(rnd.federation_id, rnd.number, state),
         )
         detail["convicted"] = sorted(guilty)
         detail["dropped"] = sorted(guilty | answered)

@@ -188,7 +188,8 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
 
 @dataclass(frozen=True)
 class _Draw:
-    """A committee round's draw (:func:`_draw`); all None/False for all-to-all."""
+    """A round's draw (:func:`_draw`): committee, beacon and contributions of a committee
+    round; only the beacon (for probes) of an all-to-all clustered one; else all None."""
 
     committee: list[int] | None = None
     beacon: str | None = None
@@ -229,31 +230,42 @@ def _draw(
 
     The coordinator's beacon was drawn ahead (:mod:`coordinator.rounds.beacons`) when
     the federation was created or the previous round started; only a federation older
-    than that mechanism draws it here (``committed`` False). It is combined with the
-    participants' revealed contributions (:mod:`coordinator.rounds.contributions`);
-    the next round's beacon is drawn, and the commitments to its contributions frozen,
-    in this transaction (under the federation's lock).
+    than that mechanism draws it here (``committed`` False). In a committee round it is
+    combined with the participants' revealed contributions
+    (:mod:`coordinator.rounds.contributions`), and the commitments to the next round's
+    contributions are frozen, in this transaction (under the federation's lock). An
+    all-to-all federation that clusters draws its beacons the same way (no committee, no
+    contributions): they salt its probes (:mod:`coordinator.rounds.probes`). Other
+    all-to-all federations get an empty :class:`_Draw`.
     """
     size = config.crypto.committee_size
-    if size is None or not beacons.uses_committee(config) or not roster:
+    committee_round = size is not None and beacons.uses_committee(config)
+    if not roster or not (committee_round or beacons.draws_probes(config)):
         return _Draw()
     contributions.lock_federation(session, federation_id)
     earlier = beacons.drawn(session, federation_id, number)
     own = (
         earlier if earlier is not None else beacons.draw_ahead(session, federation_id, number, now)
     )
-    beacon, parts = contributions.collect(session, federation_id, number, own)
-    committee = round_committee(federation_id, number, roster, beacon, size)
+    if committee_round:
+        assert size is not None
+        beacon, parts = contributions.collect(session, federation_id, number, own)
+        committee: list[int] | None = list(
+            round_committee(federation_id, number, roster, beacon, size)
+        )
+    else:
+        beacon, parts, committee = own, [], None
     following = number + 1
     next_commitment = next_digest = None
     if config.rounds.total is None or following <= config.rounds.total:
         upcoming = beacons.draw_ahead(session, federation_id, following, now)
         next_commitment = beacons.commitment_hex(federation_id, following, upcoming)
-        next_digest = contributions.frozen_digest(session, federation_id, following)
+        if committee_round:
+            next_digest = contributions.frozen_digest(session, federation_id, following)
     return _Draw(
-        committee=list(committee),
+        committee=committee,
         beacon=beacon.hex(),
-        coordinator_beacon=own.hex(),
+        coordinator_beacon=own.hex() if committee_round else None,
         committed=earlier is not None,
         contributions=[
             {
@@ -263,7 +275,9 @@ def _draw(
                 "reason": c.reason,
             }
             for c in parts
-        ],
+        ]
+        if committee_round
+        else None,
         next_commitment=next_commitment,
         next_contributions=next_digest,
     )

@@ -45,6 +45,7 @@ from coordinator.errors import ProblemError
 from coordinator.rounds import beacons, store, store_envelopes
 from coordinator.rounds.machine import Stage
 from coordinator.rounds.participant_metrics import round_metrics
+from coordinator.rounds.probes import probe_beacon
 from coordinator.rounds.state import RoundState
 from crypto.clustering import Membership
 from crypto.rerandomize import output_bound
@@ -303,6 +304,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             probes=_cluster_sets(list(refs.probes)),
             result_length=refs.result_length,
             prime=config.crypto.clustering_field.prime,
+            beacon=probe_beacon(state),
         )
         update["action"] = "wait" if uploaded else "compute_distances"
     else:
@@ -347,8 +349,9 @@ def poll_after(
 def _first_beacon(
     session: Session, federation_id: str, config: FederationConfig
 ) -> NextBeaconOut | None:
-    """Before the first round: the commitment to round 1's beacon (committee federations)."""
-    if not beacons.uses_committee(config):
+    """Before the first round: the commitment to round 1's beacon (committee federations,
+    and clustered ones: it salts their probes)."""
+    if not (beacons.uses_committee(config) or beacons.draws_probes(config)):
         return None
     beacon = beacons.drawn(session, federation_id, 1)
     if beacon is None:  # a federation created before beacons were drawn ahead

@@ -25,6 +25,7 @@ from coordinator.config import FederationConfig
 from coordinator.settings import Settings
 from crypto.aggregation import clip_update, member_sums, prepare_update
 from crypto.quantize import quantize
+from crypto.refset_rules import check_beacon_probes
 from crypto.refusal import (
     aggregation_request_digest,
     check_aggregation_request,
@@ -117,6 +118,7 @@ class SimParticipant:
     digests: dict[tuple[int, str], str] = field(default_factory=dict)
     shares: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     updates: dict[int, np.ndarray] = field(default_factory=dict)
+    distance_tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.keys = generate_keypair(DeterministicRandom(f"key|{self.name}"))
@@ -249,6 +251,17 @@ class SimParticipant:
         check_distance_request(
             refs, have_shares_from=shares, min_reference_size=params.min_reference_size
         )
+        # probes drawn from the round's beacon (crypto.refset_rules), as a daemon checks
+        assert d["beacon"] is not None or not refs.probes
+        if d["beacon"] is not None:
+            check_beacon_probes(
+                refs,
+                federation_id=self.federation_id,
+                round_number=number,
+                beacon=bytes.fromhex(d["beacon"]),
+                min_reference_size=params.min_reference_size,
+            )
+        self.distance_tasks[number] = task
         self.digests[(number, "distances")] = distance_request_digest(
             self.federation_id, number, refs
         )

@@ -8,6 +8,7 @@ import numpy as np
 
 from crypto.clustering import Membership
 from crypto.quantize import dequantize, quantize
+from crypto.refset_rules import probe_salt
 from crypto.secpc import plaintext_distances
 
 
@@ -37,15 +38,16 @@ def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
         )
         for i in range(8)
     }
+    beacon = bytes.fromhex(h.sims[0].distance_tasks[r1]["distances"]["beacon"])
     refs = Membership.initial(range(8)).reference_sets(
         range(8),
         min_aggregation_size=config.crypto.min_aggregation_size,
         min_reference_size=config.crypto.min_reference_size,
-        salt=f"{h.id}|{r1}",
+        salt=probe_salt(h.id, r1, beacon),
     )
     assert refs is not None
     assert len(refs.probes) == 1
-    assert 2 <= len(refs.probes[0][1]) <= 6
+    assert 3 <= len(refs.probes[0][1]) <= 5
     expected = plaintext_distances(quantized, refs)
     np.testing.assert_allclose(status["distances"]["point"], expected.point, rtol=1e-9, atol=1e-9)
     kinds = [e["kind"] for e in status["events"]]

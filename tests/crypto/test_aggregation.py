@@ -141,8 +141,9 @@ def test_aggregation_refusals() -> None:
 def test_distance_refusals() -> None:
     refs = ReferenceSets(tuple(range(6)), ((0, (0, 1, 2)), (1, (3, 4, 5))))
     check_distance_request(refs, have_shares_from=range(6), min_reference_size=2)
-    probed = ReferenceSets(tuple(range(8)), ((0, (0, 1, 2, 3)), (1, (4, 5, 6, 7))), ((0, (0, 1)),))
-    check_distance_request(probed, have_shares_from=range(8), min_reference_size=2)
+    halves = ((0, (0, 1, 2, 3, 4, 5)), (1, (6, 7, 8, 9, 10, 11)))
+    probed = ReferenceSets(tuple(range(12)), halves, ((0, (0, 1, 2)),))
+    check_distance_request(probed, have_shares_from=range(12), min_reference_size=2)
     six = tuple(range(6))
     bad = [
         (ReferenceSets(six, ((0, (0, 1, 2)), (1, (2, 4, 5)))), "overlapping_sets"),
@@ -155,8 +156,10 @@ def test_distance_refusals() -> None:
         with pytest.raises(RefusalError) as info:
             check_distance_request(request, have_shares_from=range(6), min_reference_size=2)
         assert info.value.reason == reason
-    # Only an explicit policy of 1 allows singleton centres.
-    check_distance_request(bad[1][0], have_shares_from=range(6), min_reference_size=1)
+    # No policy allows centres of fewer than three (crypto.refset_rules.REFERENCE_FLOOR).
+    for minimum in (1, 2):
+        with pytest.raises(RefusalError, match="minimum 3"):
+            check_distance_request(bad[1][0], have_shares_from=range(6), min_reference_size=minimum)
     with pytest.raises(RefusalError) as info:
         check_distance_request(refs, have_shares_from=[0, 1, 2, 3, 4], min_reference_size=2)
     assert info.value.reason == "missing_share"

@@ -45,17 +45,18 @@ def two_groups(
     return centres[labels] + rng.standard_normal((sum(sizes), r))
 
 
-def test_assignment_is_hartigans_rule_ties_to_lowest_id() -> None:
-    """A member of ``c`` (``m`` present members) moves to ``c'`` when
-    ``m' / (m' + 1) D[i, c'] < m / (m - 1) D[i, c]`` (the move lowers the within-cluster
-    sum of squares). Here ``m = m' = 2``: own cost ``2 D``, other cost ``2 D / 3``."""
-    refs = ReferenceSets((0, 1, 2, 3), ((0, (0, 1)), (1, (2, 3))))
-    d = table(refs, [[1.5, 4.5], [3, 4], [5, 1], [2, 3]], [[0, 100], [100, 0]])
+def test_members_keep_their_cluster_and_a_newcomer_joins_where_joining_adds_least() -> None:
+    """Members never move between clusters (a move is a membership change participants
+    refuse, crypto.refset_rules); a present participant in no cluster joins the cluster
+    of least ``m' / (m' + 1) D[i, c']``, ties to the lowest id."""
+    refs = ReferenceSets((0, 1, 2, 3, 4), ((0, (0, 1)), (1, (2, 3))))
+    d = table(refs, [[1.5, 4.5], [3, 4], [5, 1], [2, 3], [6, 5]], [[0, 100], [100, 0]])
+    # p1 and p3 are nearer the other cluster (Hartigan's rule moved them): they stay.
     result = secpc_step(d, Membership(refs.clusters, (), 2), CONFIG)
-    # p0: 3 vs 3 (tie: lowest id, stays); p1: 6 vs 8/3 (moves); p2: 2 vs 10/3 (stays);
-    # p3: 6 vs 4/3 (moves). Plain nearest-centre would have kept p1 and moved nobody else.
-    assert result.assignment == {0: 0, 1: 1, 2: 1, 3: 0}
-    assert result.membership.clusters == ((0, (0, 3)), (1, (1, 2)))
+    assert result.assignment == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1}  # p4: 4 vs 10/3
+    assert result.membership.clusters == ((0, (0, 1)), (1, (2, 3, 4)))
+    tie = table(refs, [[1, 1], [1, 1], [1, 1], [1, 1], [3, 3]], [[0, 100], [100, 0]])
+    assert secpc_step(tie, Membership(refs.clusters, (), 2), CONFIG).assignment[4] == 0
 
 
 @settings(max_examples=40, deadline=None)
@@ -129,7 +130,7 @@ def test_best_cut_trims_a_far_pair_but_not_a_small_true_group() -> None:
 
 
 def _rounds_to_split(
-    x: np.ndarray, config: ClusteringConfig, rounds: int = 3, jitter: float = 0.2, seed: int = 0
+    x: np.ndarray, config: ClusteringConfig, rounds: int = 6, jitter: float = 0.2, seed: int = 0
 ) -> tuple[int | None, Membership]:
     """Run ``rounds`` clustering steps on ``x`` plus fresh jitter; first split round."""
     rng = np.random.default_rng(seed)
@@ -157,17 +158,23 @@ def _purity(membership: Membership, truth: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("sizes", [(5, 5), (4, 4), (7, 3)])
-def test_two_groups_part_within_three_rounds(sizes: tuple[int, int]) -> None:
-    """Unequal groups too: a small domain is not swallowed by a large one. 20 seeds."""
+def test_two_groups_part_within_six_rounds(sizes: tuple[int, int]) -> None:
+    """Unequal groups too: a small domain is not swallowed by a large one. 20 seeds.
+
+    Probes are drawn at random each round (crypto.refset_rules: the coordinator may not
+    steer them), so a split takes more rounds than with the refined probes of earlier
+    versions (18 of 20 within three rounds then). Measured: 16, 16 and 20 of 20 within
+    six rounds (11, 12, 18 within three); every split made is pure."""
     config = ClusteringConfig()
     truth = np.repeat([0, 1], sizes)
     parted = 0
     for seed in range(20):
         x = two_groups(np.random.default_rng(seed), sizes, gap=1.5)
         number, membership = _rounds_to_split(x, config, seed=seed)
-        if number is not None and _purity(membership, truth) >= 0.9:
+        if number is not None:
+            assert _purity(membership, truth) >= 0.9
             parted += 1
-    assert parted >= 18
+    assert parted >= 15
 
 
 def _parted(sizes: tuple[int, int], gap: float, pair: float, trials: int = 30) -> int:
@@ -198,14 +205,15 @@ def test_a_near_identical_outlying_pair_does_not_block_the_split(
 ) -> None:
     """The review's case: a near-identical pair of outliers inside one domain (DESIGN's
     singleton candidate was always one of them: 0 of 30 splits against 28 of 30 without
-    the pair). Now: as often with the pair as without it, less at most 2 of 30.
-    Measured (30 trials): 30/30 with and without the pair in every case here; a pair
-    farther out than the groups are apart can still block the 4 + 4 and 7 + 3 layouts
-    (``python -m bench.clustering``, docs/protocol.md section 4)."""
+    the pair). With beacon-drawn probes (no refinement towards the groups) the pair
+    still costs some power: measured (30 trials, six rounds) without / with the pair
+    24/24, 24/19, 24/16, 22/20 for the four cases here (30/30 everywhere with refined
+    probes, which let the coordinator choose its sets; ``python -m bench.clustering``,
+    docs/protocol.md section 4)."""
     without = _parted(sizes, gap, 0.0)
     with_pair = _parted(sizes, gap, pair)
-    assert without >= 28
-    assert with_pair >= without - 2, (with_pair, without)
+    assert without >= 20
+    assert with_pair >= without - 10, (with_pair, without)
 
 
 def test_far_members_sets_aside_a_far_pair_but_not_a_small_group() -> None:
@@ -223,21 +231,6 @@ def test_far_members_sets_aside_a_far_pair_but_not_a_small_group() -> None:
     assert not far_members(d, max_trim=2, trim_factor=3.0, group_size=3).any()
 
 
-def test_set_aside_members_straddle_the_next_probe() -> None:
-    """A far pair is set aside and its two members go to opposite sides of the next
-    probe, so that their pull on the next axis cancels."""
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((10, 128))
-    x[0] += 6.0 * rng.standard_normal(128)
-    x[1] = x[0] + 0.01 * rng.standard_normal(128)
-    refs = ReferenceSets(tuple(range(10)), ((0, tuple(range(10))),), ((0, (0, 2, 3, 4, 5)),))
-    config = ClusteringConfig()
-    result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 1), config)
-    assert result.splits == ()
-    probe = dict(result.membership.probes)[0]
-    assert len({0, 1} & set(probe)) == 1
-
-
 def test_false_split_rate_of_one_group_is_at_most_five_percent() -> None:
     """One isotropic group of 6, 8 and 10 in 128 dimensions, 3 rounds, 100 seeds each.
     Measured (``python -m bench.clustering``, 150 seeds): 3%, 1%, 0%."""
@@ -251,44 +244,27 @@ def test_false_split_rate_of_one_group_is_at_most_five_percent() -> None:
         assert splits <= bound, (n, splits)
 
 
-def test_a_tested_cluster_with_nobody_set_aside_takes_its_cut_high_side_as_next_probe() -> None:
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((8, 32))
-    refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),), ((0, (0, 1, 2)),))
-    result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 1), CONFIG)
-    assert result.splits == ()
-    assert 0 in result.split_ratios
-    f = probe_coordinates(
-        plaintext_distances(x, refs).point[:, 0],
-        plaintext_distances(x, refs).point[:, 1],
-        np.isin(np.arange(8), (0, 1, 2)),
-    )
-    cut = best_cut(f, min_size=2)
-    assert cut.trimmed == ()
-    assert cut.above == tuple(sorted(int(i) for i in np.flatnonzero(f > f.mean())))
-    assert cut.high != cut.above  # the two rules differ here, so the assertion below bites
-    assert dict(result.membership.probes) == {0: cut.high}
-
-
-def test_a_probe_its_cut_reproduces_without_a_split_is_dropped_for_a_fresh_draw() -> None:
-    """A tested cluster whose cut gives back its own probe (or the complement) and does not
-    split has reached a fixed point: keeping that probe would test the same axis forever
-    (three domains stalled so), so it is dropped and the next round draws a fresh one."""
+def test_a_step_makes_at_most_one_split_and_carries_no_probe() -> None:
+    """Two clusters that would both split: only the cleaner cut splits this round (one
+    change per round, crypto.refset_rules), and no probe is carried over (the next
+    round draws its probes from its beacon)."""
     rng = np.random.default_rng(3)
-    x = np.repeat(rng.standard_normal((2, 32)) * 3, 4, axis=0) + 0.1 * rng.standard_normal((8, 32))
-    never = ClusteringConfig(split_threshold=1e-9, probe_fraction=1.5, min_aggregation_size=2)
-    for probe in ((0, 1, 2, 3), (4, 5, 6, 7)):
-        refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),), ((0, probe),))
-        result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 1), never)
-        assert result.splits == ()
-        assert dict(result.membership.probes) == {}
-    refs = ReferenceSets(tuple(range(8)), ((0, tuple(range(8))),), ((0, (0, 1, 4)),))
-    result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 1), never)
-    assert dict(result.membership.probes) == {0: (0, 1, 2, 3)}  # moved on: kept
-    drawn = result.membership.reference_sets(
-        range(8), min_aggregation_size=2, min_reference_size=2, salt="next"
+    base = rng.standard_normal((4, 32)) * 4
+    x = np.repeat(base, 4, axis=0) + 0.1 * rng.standard_normal((16, 32))
+    x[:4] += 0.5 * rng.standard_normal(32)  # the first cluster's gap is the larger
+    first, second = tuple(range(8)), tuple(range(8, 16))
+    refs = ReferenceSets(
+        tuple(range(16)), ((0, first), (1, second)), ((0, (0, 1, 4)), (1, (8, 9, 12)))
     )
-    assert drawn is not None
+    config = ClusteringConfig(max_clusters=8)
+    result = secpc_step(plaintext_distances(x, refs), Membership(refs.clusters, (), 2), config)
+    assert set(result.split_ratios) == {0, 1}
+    assert len(result.splits) == 1
+    split = result.splits[0]
+    assert split.ratio == min(result.split_ratios.values())
+    assert result.membership.probes == ()
+    assert result.merges == ()
+    assert len(result.membership.clusters) == 3
 
 
 @settings(max_examples=50, deadline=None)
@@ -337,32 +313,32 @@ def test_absent_participants_keep_their_cluster() -> None:
 
 def test_reference_sets_probe_only_large_clusters_and_leave_out_small_ones() -> None:
     six = (0, 1, 2, 3, 4, 5)
-    membership = Membership(((0, six), (1, (6, 7, 8, 9, 10)), (2, (11,))), ((0, (0, 1)),), 3)
+    membership = Membership(((0, six), (1, (6, 7, 8, 9, 10)), (2, (11, 12))), ((0, (0, 1)),), 3)
     refs = membership.reference_sets(
-        range(12), min_aggregation_size=2, min_reference_size=2, salt="t"
+        range(13), min_aggregation_size=2, min_reference_size=3, salt="t"
     )
     assert refs is not None
-    assert refs.clusters == ((0, six), (1, (6, 7, 8, 9, 10)))  # {11} is too small
-    assert refs.probes == ((0, (0, 1)),)  # the stored probe; cluster 1 has < 6 members
-    # A stored probe that lost members below the minimum is replaced by a fresh one.
+    assert refs.clusters == ((0, six), (1, (6, 7, 8, 9, 10)))  # {11, 12} is too small
+    # the stored probe is not used: the salt's draw, 3 of 6; cluster 1 has < 6 members
+    assert refs.probes == ((0, initial_probe(six, min_reference_size=3, salt="t|0")),)
+    assert len(refs.probes[0][1]) == 3
+    assert set(refs.probes[0][1]) < set(six)
     refs = membership.reference_sets(
         [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
         min_aggregation_size=1,
-        min_reference_size=2,
+        min_reference_size=3,
         salt="t",
     )
     assert refs is not None
     assert refs.probes == ()  # five present members of cluster 0: below MIN_TESTED_MEMBERS
     refs = membership.reference_sets(
-        range(12), min_aggregation_size=1, min_reference_size=3, salt="t"
+        range(13), min_aggregation_size=1, min_reference_size=3, salt=None
     )
     assert refs is not None
-    assert refs.probes[0][0] == 0
-    assert len(refs.probes[0][1]) == 3
-    assert set(refs.probes[0][1]) < set(six)
+    assert refs.probes == ()  # no beacon, no probe
     assert membership.aggregation_sets([0, 1, 6], min_aggregation_size=2) == [(0, (0, 1))]
     assert (
-        membership.reference_sets([11], min_aggregation_size=2, min_reference_size=2, salt="")
+        membership.reference_sets([11], min_aggregation_size=2, min_reference_size=3, salt="")
         is None
     )
 

@@ -149,9 +149,9 @@ def test_coded_secpc_finds_well_separated_groups(sizes: list[int], seed: int) ->
     params = _params(n, r, k=1)
     config = ClusteringConfig(min_aggregation_size=2, max_clusters=6)
     membership = Membership.initial(range(n))
-    for round_index in range(2 + 2 * len(sizes)):
+    for round_index in range(4 + 4 * len(sizes)):  # one change per round, random probes
         refs = membership.reference_sets(
-            range(n), min_aggregation_size=2, min_reference_size=2, salt=f"{round_index}"
+            range(n), min_aggregation_size=2, min_reference_size=3, salt=f"{round_index}"
         )
         assert refs is not None
         coded, real = coded_round(vectors, refs, params, seed=100 + round_index)
@@ -172,7 +172,7 @@ def test_one_compact_group_is_not_split() -> None:
     membership = Membership.initial(range(n))
     for round_index in range(4):
         refs = membership.reference_sets(
-            range(n), min_aggregation_size=2, min_reference_size=2, salt=f"{round_index}"
+            range(n), min_aggregation_size=2, min_reference_size=3, salt=f"{round_index}"
         )
         assert refs is not None
         coded, _ = coded_round(vectors, refs, params, seed=round_index)

@@ -16,6 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# Run as a script from any directory: the checkout's bench/ (a source-only folder, never
+# installed) must be importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from numpy.typing import NDArray
 
 from bench.loadsim import FixedTrainer

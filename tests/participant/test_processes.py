@@ -122,12 +122,17 @@ def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -
         assert progress["outcome_done"]
         clusters = status["next_clusters"]
         assert sorted(m for c in clusters for m in c["members"]) == list(range(N))
-        # No warm-up: every round tests the one cluster with a probe (rounds 2 and 3 with
-        # the refined probe) and reassigns everybody to the nearest centre: the domains part.
+        # No warm-up: every round tests the one cluster with a probe drawn from the round's
+        # beacon (crypto.refset_rules). A split parts the domains; but a 3-of-6 probe holds
+        # both domains in 9 of 10 draws, a weak axis (W2/W1 about 0.05, above the data
+        # signal's 0.02), so three rounds part them only about a quarter of the time (the
+        # refined probes of earlier versions, which the coordinator chose, did every time;
+        # docs/protocol.md section 4). Either outcome, never a mixed split.
         by_domain = [
             sorted(deployment.index(states[p]) for p in range(N) if p // 3 == d) for d in (0, 1)
         ]
-        assert sorted(sorted(c["members"]) for c in clusters) == sorted(by_domain), tests
+        found = sorted(sorted(c["members"]) for c in clusters)
+        assert found in (sorted(by_domain), [list(range(N))]), tests
         with (tmp_path / "clusters.json").open("w") as handle:  # kept for the issue note
             json.dump(
                 {
