@@ -39,6 +39,7 @@ __all__ = [
     "federation_rows",
     "federation_view",
     "get_federation",
+    "backbone_summary",
     "privacy_summary",
     "timeline_view",
 ]
@@ -53,6 +54,7 @@ class FederationRow:
     state: str
     strategy: str
     privacy: str
+    backbone: str
     n_participants: int
     active: int
     dropped: int
@@ -70,6 +72,14 @@ def privacy_summary(config: FederationConfig) -> str:
         if dp.epsilon_budget is not None:
             text += f", epsilon cap {dp.epsilon_budget:g}"
     return f"{text}; secret-shared aggregation" if config.strategy != "dpfpl" else text
+
+
+def backbone_summary(config: FederationConfig) -> str:
+    """``model (weights sha256 0123abcd4567...)``, or ``not pinned``."""
+    pin = config.backbone
+    if pin is None:
+        return "not pinned"
+    return f"{pin.model} (weights sha256 {pin.weights_sha256[:12]}...)"
 
 
 def _state_text(config: FederationConfig, enrolled: int, last: Round | None) -> str:
@@ -104,6 +114,7 @@ def federation_rows(session: Session) -> list[FederationRow]:
                     state=_state_text(fed.config, fed.enrolled, last),
                     strategy=fed.config.strategy,
                     privacy=privacy_summary(fed.config),
+                    backbone=backbone_summary(fed.config),
                     n_participants=fed.config.n_participants,
                     active=len(people) - revoked - dropped,
                     dropped=dropped,
