@@ -36,10 +36,10 @@ PER_PARTICIPANT_LINES = 20
 __all__ = [
     "FederationRow",
     "FederationView",
+    "backbone_summary",
     "federation_rows",
     "federation_view",
     "get_federation",
-    "backbone_summary",
     "privacy_summary",
     "timeline_view",
 ]

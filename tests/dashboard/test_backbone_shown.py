@@ -30,6 +30,7 @@ def test_the_pin_is_shown_per_federation(client: TestClient) -> None:
     assert f"ViT-B-16 (weights sha256 {SHA[:12]}...)" in listing
     assert "not pinned" in listing
     page = client.get(f"/dashboard/federations/{pinned['id']}").text
-    assert "ViT-B-16" in page and f'title="{SHA}"' in page
+    assert "ViT-B-16" in page
+    assert f'title="{SHA}"' in page
     bare = client.get(f"/dashboard/federations/{unpinned['id']}").text
     assert "backbone not pinned" in bare

@@ -58,7 +58,8 @@ def test_wrong_weights_are_refused(
     with caplog.at_level(logging.ERROR):
         assert _run(state) == cli.EXIT_CONFIG
     message = caplog.text
-    assert f"fingerprint {TINY_SHA}" in message and f"pins {other}" in message
+    assert f"fingerprint {TINY_SHA}" in message
+    assert f"pins {other}" in message
     assert "no-data" not in message  # refused before the data was looked at
     assert not (state / "rounds").exists()
 
@@ -69,7 +70,8 @@ def test_the_pinned_weights_pass_the_check(
     state = _enrolled(coordinator, tmp_path, {"model": "tiny-offline"})  # shipped pin
     with caplog.at_level(logging.ERROR):
         assert _run(state) == cli.EXIT_CONFIG  # no --model: the federation's
-    assert "no-data" in caplog.text and "pins" not in caplog.text
+    assert "no-data" in caplog.text
+    assert "pins" not in caplog.text
 
 
 def test_random_weights_are_refused_outside_tests(
@@ -85,7 +87,8 @@ def test_random_weights_are_refused_outside_tests(
     caplog.clear()
     with caplog.at_level(logging.ERROR):  # the loud test-only switch: seeded, so pinnable
         assert _run(state, "--allow-random-weights-for-testing") == cli.EXIT_CONFIG
-    assert "no-data" in caplog.text and "no weights" not in caplog.text
+    assert "no-data" in caplog.text
+    assert "no weights" not in caplog.text
 
 
 def test_another_model_is_refused(
