@@ -46,6 +46,8 @@ from demo.report import DemoRecord, Export, cluster_purity, describe_clusters, p
 
 __all__ = ["main"]
 
+TINY = "tiny-offline"
+
 
 def _say(text: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {text}", flush=True)
@@ -189,8 +191,18 @@ class Deployment:
         return int(json.loads((state / "identity.json").read_text())["index"])
 
     def start_participant(
-        self, p: int, state: Path, data: Path, *, checkpoint: str, epochs: int, template: str
+        self,
+        p: int,
+        state: Path,
+        data: Path,
+        *,
+        checkpoint: str | None,
+        epochs: int,
+        template: str,
     ) -> Any:
+        """``secfpp-participant run`` for participant ``p`` on ``tiny-offline`` from
+        ``checkpoint`` (None: no --model / --pretrained, the federation's pinned model)."""
+        backbone = [] if checkpoint is None else ["--model", TINY, "--pretrained", checkpoint]
         return self.procs.start(
             f"participant-{p}",
             [
@@ -202,10 +214,7 @@ class Deployment:
                 str(state),
                 "--data",
                 str(data),
-                "--model",
-                "tiny-offline",
-                "--pretrained",
-                checkpoint,
+                *backbone,
                 "--epochs",
                 str(epochs),
                 "--threads",

@@ -59,30 +59,33 @@ def add_model_commands(sub: Any) -> None:
     _backbone_options(p)
     p.set_defaults(handler=_export)
 
-    p = sub.add_parser(
-        "predict", help="classify images with an exported model (CSV out)", allow_abbrev=False
-    )
-    p.add_argument("--model-file", required=True, type=Path, help="file from 'export'")
-    p.add_argument(
-        "--data", required=True, help="image folder (searched recursively) or CSV of paths"
+    p = _model_file_command(
+        sub,
+        "predict",
+        "classify images with an exported model (CSV out)",
+        "image folder (searched recursively) or CSV of paths",
     )
     p.add_argument("--out", type=Path, help="CSV file to write (default: standard output)")
     p.add_argument("--top-k", type=int, default=1, help="classes per image (default: 1)")
-    _backbone_options(p)
     p.set_defaults(handler=_predict)
 
-    p = sub.add_parser(
+    p = _model_file_command(
+        sub,
         "evaluate",
-        help="accuracy of an exported model on a labelled folder or CSV",
-        allow_abbrev=False,
-    )
-    p.add_argument("--model-file", required=True, type=Path, help="file from 'export'")
-    p.add_argument(
-        "--data", required=True, help="labelled folder (root/<class>/*) or CSV of path,label"
+        "accuracy of an exported model on a labelled folder or CSV",
+        "labelled folder (root/<class>/*) or CSV of path,label",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    _backbone_options(p)
     p.set_defaults(handler=_evaluate)
+
+
+def _model_file_command(sub: Any, name: str, what: str, data: str) -> argparse.ArgumentParser:
+    """A command that reads an exported model file and a ``--data`` set."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=what, allow_abbrev=False)
+    p.add_argument("--model-file", required=True, type=Path, help="file from 'export'")
+    p.add_argument("--data", required=True, help=data)
+    _backbone_options(p)
+    return p
 
 
 def _fingerprint(args: argparse.Namespace) -> int:

@@ -86,25 +86,9 @@ def test_export_and_predict_reproduce_the_daemons_accuracy(tmp_path: Path) -> No
         assert config["prompt"]["dim"] == 128
         fid = federation["id"]
         states = deployment.enroll(fid, [f"org-{p}" for p in range(N)])
-        for p in range(N):
-            procs.start(
-                f"participant-{p}",
-                [
-                    sys.executable,
-                    "-m",
-                    "participant.cli",
-                    "run",
-                    "--state",
-                    str(states[p]),
-                    "--data",
-                    str(folders[p]),
-                    "--epochs",
-                    "2",
-                    "--poll",
-                    "0.3",
-                    "--no-progress-bar",
-                ],  # no --model, no --pretrained: the federation's pinned tiny-offline
-                env=deployment.participant_env,
+        for p in range(N):  # no --model, no --pretrained: the federation's pinned model
+            deployment.start_participant(
+                p, states[p], folders[p], checkpoint=None, epochs=2, template="a photo of a {}."
             )
         assert deployment.admin.post(f"/v1/federations/{fid}/rounds").status_code == 201
         for p in range(N):
