@@ -443,6 +443,7 @@ def _export_and_predict(work: Path, states: list[Path], parts: Any, record: Demo
     out from every participant)."""
     import csv
 
+    import numpy as np
     from PIL import Image
 
     from participant.data import load_domain
@@ -463,10 +464,12 @@ def _export_and_predict(work: Path, states: list[Path], parts: Any, record: Demo
         folder = work / "held-out" / domain
         folder.mkdir(parents=True, exist_ok=True)
         truth = {}
-        for n in range(HELD_OUT_IMAGES):
+        # spread over the split (it is ordered by class): several classes, not one
+        picks = np.linspace(0, len(test.labels) - 1, HELD_OUT_IMAGES).round().astype(int)
+        for n, i in enumerate(picks):
             path = folder / f"{n}.png"
-            Image.fromarray(test.images[n]).save(path)
-            truth[str(path)] = test.class_names[int(test.labels[n])]
+            Image.fromarray(test.images[i]).save(path)
+            truth[str(path)] = test.class_names[int(test.labels[i])]
         out = work / "held-out" / f"{domain}-predictions.csv"
         predicted = subprocess.run(  # noqa: S603 - our own CLI
             [*cli, "predict", "--model-file", str(model), "--data", str(folder), "--out", str(out)],

@@ -146,6 +146,10 @@ def test_export_and_predict_reproduce_the_daemons_accuracy(tmp_path: Path) -> No
     assert classifier.evaluate(held_out).accuracy == reported
     first = sorted(held_out.rglob("*.png"))[:4]
     assert classifier.predict(first) == [r["prediction"] for r in rows[:4]]
+    from PIL import Image
+
+    images = [Image.open(path) for path in first]  # PIL images take the same path
+    assert classifier.predict(images) == [r["prediction"] for r in rows[:4]]
     probabilities = classifier.predict_proba(first)
     assert probabilities.shape == (4, len(classifier.classnames))
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
