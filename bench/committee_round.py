@@ -80,6 +80,7 @@ def _federation(n: int, c: int, d: int, collusion: float, dropout: float) -> dic
         "name": f"bench-committee-{c}",
         "strategy": "secfpp",
         "n_participants": n,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": N_CTX, "dim": d // N_CTX, "init_std": 0.02, "init_seed": 1},
         "tolerance": {
             "reduced_dim": REDUCED_DIM,

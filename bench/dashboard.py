@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             body = {
                 "name": "bench-100x50",
                 "n_participants": args.participants,
+                "backbone": None,  # unpinned: a stand-in trainer of this width
                 "prompt": {"n_ctx": 4, "dim": 64},
                 "tolerance": {"reduced_dim": 16},
                 "dp": {

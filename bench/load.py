@@ -227,6 +227,7 @@ def _federation(args: argparse.Namespace) -> dict[str, Any]:
         "name": "load-benchmark",
         "strategy": "secfpp",
         "n_participants": args.participants,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": n_ctx, "dim": dim, "init_std": 0.02, "init_seed": 0},
         "tolerance": _tolerance(args),
         "rounds": {"total": args.rounds, "warmup_rounds": 1},

@@ -14,12 +14,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from coordinator import limits
+from coordinator.backbones import (
+    DEFAULT_MODEL,
+    MODEL_NAME_PATTERN,
+    BackboneConfig,
+    known_fingerprint,
+    text_width,
+)
 from crypto.dp.accounting import calibrate_noise_multiplier
 from crypto.dp.distributed import DistributedNoise, with_distributed_headroom
 from crypto.errors import ParameterError
 from crypto.params import CodeSpec, CryptoParams, FieldSpec
 
 __all__ = [
+    "BackboneConfig",
+    "BackboneRequest",
     "CodeSpecModel",
     "CryptoConfig",
     "DeadlineConfig",
@@ -28,6 +37,8 @@ __all__ = [
     "FederationCreate",
     "FieldSpecModel",
     "PromptConfig",
+    "PromptRequest",
+    "PromptShape",
     "PrototypeConfig",
     "ReductionConfig",
     "RoundPolicy",
@@ -37,6 +48,10 @@ __all__ = [
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+TINY_OFFLINE_WIDTH = 128
+"""Text width of the default backbone ``tiny-offline`` (coordinator/backbones.json)."""
 
 
 class CodeSpecModel(_Frozen):
@@ -180,11 +195,10 @@ class Tolerance(_Frozen):
     )
 
 
-class PromptConfig(_Frozen):
-    """Shape of a global prompt (``n_ctx x dim``) and how generation 0 is drawn."""
+class PromptShape(_Frozen):
+    """What a prompt's shape and generation 0 share between request and stored config."""
 
     n_ctx: int = Field(default=16, ge=1, le=limits.MAX_N_CTX)
-    dim: int = Field(default=512, ge=1, le=limits.MAX_PROMPT_DIM)
     init_std: float = Field(
         default=0.02,
         ge=0,
@@ -196,9 +210,92 @@ class PromptConfig(_Frozen):
         default=0, ge=0, le=limits.JSON_SAFE_INT_MAX, description="Public seed of generation 0."
     )
 
+
+class PromptConfig(PromptShape):
+    """Shape of a global prompt (``n_ctx x dim``) and how generation 0 is drawn."""
+
+    dim: int = Field(
+        default=TINY_OFFLINE_WIDTH,
+        ge=1,
+        le=limits.MAX_PROMPT_DIM,
+        description="d: the backbone's text width (token embedding size).",
+    )
+
     @property
     def size(self) -> int:
         return self.n_ctx * self.dim
+
+
+class PromptRequest(PromptShape):
+    """The prompt of a federation to create: ``dim`` is derived from the backbone."""
+
+    dim: int | None = Field(
+        default=None,
+        ge=1,
+        le=limits.MAX_PROMPT_DIM,
+        description="d: null (default) derives it from backbone.model's text width; a "
+        "value that contradicts the model is refused. Required for a model the "
+        "coordinator does not know, and for an unpinned federation (backbone null).",
+    )
+
+
+class BackboneRequest(_Frozen):
+    """The backbone to pin: ``weights_sha256`` may be left out for a shipped backbone."""
+
+    model: str = Field(
+        default=DEFAULT_MODEL,
+        min_length=1,
+        max_length=100,
+        pattern=MODEL_NAME_PATTERN,
+        description=BackboneConfig.model_fields["model"].description,
+    )
+    weights_sha256: str | None = Field(
+        default=None,
+        min_length=64,
+        max_length=64,
+        pattern=r"^[0-9a-f]{64}$",
+        description=BackboneConfig.model_fields["weights_sha256"].description,
+    )
+
+    def resolve(self) -> BackboneConfig:
+        """The pin; :class:`ParameterError` without a fingerprint for a model that ships none."""
+        fingerprint = self.weights_sha256 or known_fingerprint(self.model)
+        if fingerprint is None:
+            raise ParameterError(
+                "backbone.weights_sha256",
+                f"is required for model {self.model!r}: run 'secfpp-participant fingerprint "
+                f"--model {self.model} --pretrained FILE' on the weights every participant "
+                "will load",
+            )
+        return BackboneConfig(model=self.model, weights_sha256=fingerprint)
+
+
+def resolve_prompt_dim(backbone: BackboneConfig | None, dim: int | None) -> int:
+    """``prompt.dim`` of a new federation: the model's text width unless given; a given
+    value must equal it. Raises :class:`ParameterError` naming ``prompt.dim``."""
+    if backbone is None:
+        if dim is None:
+            raise ParameterError(
+                "prompt.dim", "is required for an unpinned federation (backbone null)"
+            )
+        return dim
+    width = text_width(backbone.model)
+    if width is None:
+        if dim is None:
+            raise ParameterError(
+                "prompt.dim",
+                f"is required for model {backbone.model!r}: the coordinator does not know its "
+                "text width (it knows open_clip's models and tiny-offline)",
+            )
+        return dim
+    if dim is not None and dim != width:
+        raise ParameterError(
+            "prompt.dim",
+            f"= {dim} contradicts backbone.model {backbone.model!r}, whose text width is "
+            f"{width}: leave prompt.dim out (it is derived from the model) or pin the model "
+            "you mean",
+        )
+    return width
 
 
 class ReductionConfig(_Frozen):
@@ -627,7 +724,7 @@ class _Policy(_Frozen):
         "(section 'prototypes') instead of a prompt update, one cluster.",
     )
     n_participants: int = Field(ge=2, le=limits.MAX_PARTICIPANTS)
-    prompt: PromptConfig = PromptConfig()
+    prompt: PromptShape = PromptShape()
     reduction: ReductionConfig = ReductionConfig()
     clustering: ClusteringPolicy = ClusteringPolicy()
     rounds: RoundPolicy = RoundPolicy()
@@ -642,8 +739,11 @@ class _Policy(_Frozen):
 
     @property
     def max_ldp_rank(self) -> int:
-        """Largest factorization rank of an ``n_ctx x dim`` local prompt."""
-        return min(self.prompt.n_ctx, self.prompt.dim)
+        """Largest factorization rank of an ``n_ctx x dim`` local prompt (``n_ctx`` while
+        a request's ``dim`` is still to be derived; :meth:`FederationCreate.resolve` checks
+        again with it)."""
+        dim = getattr(self.prompt, "dim", None)
+        return self.prompt.n_ctx if dim is None else min(self.prompt.n_ctx, dim)
 
     @model_validator(mode="after")
     def _prototypes_fit_the_strategy(self) -> _Policy:
@@ -688,11 +788,31 @@ class FederationCreate(_Policy):
     """Request to create a federation: ``crypto`` explicit, or derived from ``tolerance``."""
 
     name: limits.Label
+    prompt: PromptRequest = PromptRequest()
+    backbone: BackboneRequest | None = Field(
+        default=BackboneRequest(),
+        description="The frozen CLIP every participant must load: open_clip model and "
+        "weights fingerprint; the daemons refuse to train on anything else. Default: the "
+        "shipped 'tiny-offline'. null: unpinned (custom trainers and tests only; daemons "
+        "then warn and check only prompt.dim).",
+    )
     crypto: CryptoConfig | None = None
     tolerance: Tolerance = Tolerance()
 
     def resolve(self) -> FederationConfig:
         """The stored config; raises :class:`~crypto.errors.ParameterError` when unsafe."""
+        backbone = None if self.backbone is None else self.backbone.resolve()
+        prompt = PromptConfig(
+            **self.prompt.model_dump(exclude={"dim"}),
+            dim=resolve_prompt_dim(backbone, self.prompt.dim),
+        )
+        rank = self.dp.ldp_rank
+        if rank is not None and rank > min(prompt.n_ctx, prompt.dim):
+            raise ParameterError(
+                "dp.ldp_rank",
+                f"must be in [1, {min(prompt.n_ctx, prompt.dim)}] (min of prompt n_ctx and "
+                f"dim), not {rank}",
+            )
         dp = self.dp.calibrated(rounds=self.rounds.total)  # target_epsilon -> noise_multiplier
         if self.crypto is not None:
             crypto = self.crypto
@@ -718,9 +838,11 @@ class FederationCreate(_Policy):
                 update={"rerandomize_distances": tol.rerandomize_distances}
             )
         if self.strategy == "dpfpl":
-            dp = dp.with_ldp_defaults(max_rank=self.max_ldp_rank)
+            dp = dp.with_ldp_defaults(max_rank=min(prompt.n_ctx, prompt.dim))
         config = FederationConfig(
-            **self.model_dump(exclude={"name", "crypto", "tolerance", "dp"}),
+            **self.model_dump(exclude={"name", "crypto", "tolerance", "dp", "prompt", "backbone"}),
+            prompt=prompt,
+            backbone=backbone,
             dp=dp,
             crypto=crypto,
         )
@@ -764,6 +886,12 @@ def _for_federation(n_participants: int, **kwargs: Any) -> CryptoParams:
 class FederationConfig(_Policy):
     """The stored, fully resolved configuration of a federation."""
 
+    prompt: PromptConfig = PromptConfig()
+    backbone: BackboneConfig | None = Field(
+        default=None,
+        description="The pinned backbone every participant checks before it trains. Null: "
+        "unpinned (created with backbone null, or before backbones were pinned).",
+    )
     crypto: CryptoConfig
 
     def crypto_params(self) -> CryptoParams:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoRecord", "cluster_purity", "describe_clusters", "plot", "render"]
+__all__ = ["DemoRecord", "Export", "cluster_purity", "describe_clusters", "plot", "render"]
 
 
 @dataclass
@@ -23,6 +23,27 @@ class DemoRecord:
     accuracy: dict[int, dict[int, float]] = field(default_factory=dict)
     clusters: dict[int, list[list[int]]] = field(default_factory=dict)
     stages: dict[int, str] = field(default_factory=dict)
+    exports: dict[int, Export] = field(default_factory=dict)
+
+
+@dataclass
+class Export:
+    """One participant's exported personalized prompt and ``predict`` on held-out images:
+    ``predictions`` holds ``(image, predicted class, probability, true class)``."""
+
+    path: Path
+    predictions: list[tuple[str, str, float, str]] = field(default_factory=list)
+
+    def lines(self, participant: int, domain: str) -> list[str]:
+        right = sum(p == t for _, p, _, t in self.predictions)
+        shown = ", ".join(
+            f"{Path(i).name}: {p} ({q:.2f}){'' if p == t else f' [true: {t}]'}"
+            for i, p, q, t in self.predictions
+        )
+        return [
+            f"participant {participant} ({domain}): {self.path}",
+            f"  predict on {len(self.predictions)} held-out images: {right} right; {shown}",
+        ]
 
 
 def cluster_purity(clusters: Sequence[Sequence[int]], domains: Mapping[int, str]) -> float:
@@ -99,6 +120,13 @@ def render(record: DemoRecord, *, guarantees: Sequence[str], artifacts: Mapping[
     ]
     if parted and len(set(record.domains.values())) > 1:
         lines.append(f"  the domains were parted (purity >= 0.9) after round {parted[0]}")
+    if record.exports:
+        lines += [
+            "",
+            "Personalized models (secfpp-participant export; they never left this machine):",
+        ]
+        for p, export in sorted(record.exports.items()):
+            lines += [f"  {line}" for line in export.lines(p, record.domains[p])]
     lines += ["", "Privacy guarantees in force:"] + [f"  - {g}" for g in guarantees]
     lines += ["", "Artifacts:"] + [f"  {k}: {v}" for k, v in artifacts.items()]
     return "\n".join(lines)

@@ -10,8 +10,12 @@
    the shipped ``tiny-offline`` CLIP;
 5. starts rounds one after the other and shows stage, per-participant accuracy and the
    clusters in words (who is in which cluster, from which true domain, what changed);
-6. prints a report (accuracy before and after, clusters against the true domains, the
-   privacy guarantees in force, artifacts) and writes a PNG plot.
+6. exports the personalized prompt of one participant per domain
+   (``secfpp-participant export``) and classifies a few held-out images of its domain with
+   it (``secfpp-participant predict``);
+7. prints a report (accuracy before and after, clusters against the true domains, the
+   exported models and their predictions, the privacy guarantees in force, artifacts) and
+   writes a PNG plot.
 
 Every child process is stopped when the demo ends, whatever happened.
 
@@ -27,6 +31,7 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,9 +42,11 @@ import httpx
 from coordinator.config import ClusteringPolicy
 from demo.partition import SETTINGS, setting_partition, write_image_folders
 from demo.processes import ProcessGroup
-from demo.report import DemoRecord, cluster_purity, describe_clusters, plot, render
+from demo.report import DemoRecord, Export, cluster_purity, describe_clusters, plot, render
 
 __all__ = ["main"]
+
+TINY = "tiny-offline"
 
 
 def _say(text: str) -> None:
@@ -184,8 +191,18 @@ class Deployment:
         return int(json.loads((state / "identity.json").read_text())["index"])
 
     def start_participant(
-        self, p: int, state: Path, data: Path, *, checkpoint: str, epochs: int, template: str
+        self,
+        p: int,
+        state: Path,
+        data: Path,
+        *,
+        checkpoint: str | None,
+        epochs: int,
+        template: str,
     ) -> Any:
+        """``secfpp-participant run`` for participant ``p`` on ``tiny-offline`` from
+        ``checkpoint`` (None: no --model / --pretrained, the federation's pinned model)."""
+        backbone = [] if checkpoint is None else ["--model", TINY, "--pretrained", checkpoint]
         return self.procs.start(
             f"participant-{p}",
             [
@@ -197,10 +214,7 @@ class Deployment:
                 str(state),
                 "--data",
                 str(data),
-                "--model",
-                "tiny-offline",
-                "--pretrained",
-                checkpoint,
+                *backbone,
                 "--epochs",
                 str(epochs),
                 "--threads",
@@ -377,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                 record.zero_shot[p] = float(json.loads(zs.read_text())["accuracy"])
         for p in range(args.participants):
             procs.children[f"participant-{p}"].wait(60)
+        _export_and_predict(work, states, parts, record)
         if args.keep_open:
             _finish(record, federation, work)
             _keep_open(deployment)
@@ -418,6 +433,60 @@ def _finish(record: DemoRecord, federation: dict[str, Any], work: Path) -> None:
             },
         )
     )
+
+
+HELD_OUT_IMAGES = 6
+
+
+def _export_and_predict(work: Path, states: list[Path], parts: Any, record: DemoRecord) -> None:
+    """For the first participant of each domain: ``secfpp-participant export`` its
+    personalized prompt, then ``predict`` on a few images of its domain's test split (held
+    out from every participant)."""
+    import csv
+
+    import numpy as np
+    from PIL import Image
+
+    from demo.data import load_domain
+
+    firsts: dict[str, int] = {}
+    for part in parts:
+        firsts.setdefault(part.domain.name, part.participant)
+    for domain, p in firsts.items():
+        cli = [sys.executable, "-m", "participant.cli"]
+        done = subprocess.run(  # noqa: S603 - our own CLI
+            [*cli, "export", "--state", str(states[p])], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            _say(f"export of participant {p} failed: {done.stderr.strip()[-300:]}")
+            continue
+        model = states[p] / "personalized.safetensors"
+        test = load_domain(domain, "test", seed=0)
+        folder = work / "held-out" / domain
+        folder.mkdir(parents=True, exist_ok=True)
+        truth = {}
+        # spread over the split (it is ordered by class): several classes, not one
+        picks = np.linspace(0, len(test.labels) - 1, HELD_OUT_IMAGES).round().astype(int)
+        for n, i in enumerate(picks):
+            path = folder / f"{n}.png"
+            Image.fromarray(test.images[i]).save(path)
+            truth[str(path)] = test.class_names[int(test.labels[i])]
+        out = work / "held-out" / f"{domain}-predictions.csv"
+        predicted = subprocess.run(  # noqa: S603 - our own CLI
+            [*cli, "predict", "--model-file", str(model), "--data", str(folder), "--out", str(out)],
+            capture_output=True,
+            text=True,
+        )
+        if predicted.returncode != 0:
+            _say(f"predict with participant {p}'s model failed: {predicted.stderr[-300:]}")
+            continue
+        with out.open() as handle:
+            rows = list(csv.DictReader(handle))
+        record.exports[p] = Export(
+            model,
+            [(r["path"], r["prediction"], float(r["probability"]), truth[r["path"]]) for r in rows],
+        )
+        _say(f"participant {p}: personalized prompt exported to {model}; predictions in {out}")
 
 
 def _dashboard_note(deployment: Deployment) -> str:

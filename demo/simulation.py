@@ -282,12 +282,16 @@ def simulate(
         with TestClient(create_app(settings)) as http:
             r = http.post(
                 "/v1/federations",
-                json=_federation_body(
-                    config,
-                    len(participants),
-                    backbone.text.width,
-                    _prototypes(config, len(participants[0].classnames), backbone.embed_dim),
-                ),
+                json={
+                    **_federation_body(
+                        config,
+                        len(participants),
+                        backbone.text.width,
+                        _prototypes(config, len(participants[0].classnames), backbone.embed_dim),
+                    ),
+                    # the pin of the backbone every simulated participant shares
+                    "backbone": {"model": backbone.name, "weights_sha256": backbone.fingerprint},
+                },
                 headers=ADMIN,
             )
             if r.status_code != 201:

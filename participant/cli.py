@@ -156,8 +156,22 @@ def _parser() -> argparse.ArgumentParser:
         "--data", required=True, help="image folder (root/<class>/*.png|jpg) or CSV of path,label"
     )
     p.add_argument("--classes", help="class list file (one name per line), optional")
-    p.add_argument("--model", default="tiny-offline", help="open_clip model name")
-    p.add_argument("--pretrained", help="checkpoint file or open_clip model directory")
+    p.add_argument(
+        "--model",
+        help="open_clip model name; default: the model the federation pins (tiny-offline "
+        "when it pins none). Must be the pinned one",
+    )
+    p.add_argument(
+        "--pretrained",
+        help="checkpoint file or open_clip model directory (its fingerprint must be the "
+        "federation's); not needed for tiny-offline",
+    )
+    p.add_argument(
+        "--allow-random-weights-for-testing",
+        action="store_true",
+        help="TESTS ONLY: build the model with random weights (seed 0) when no --pretrained "
+        "is given, instead of refusing. It learns nothing useful",
+    )
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--epochs", type=int, default=2, help="local epochs per round")
     p.add_argument("--lr", type=float, default=0.002, help="SGD learning rate")
@@ -191,6 +205,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="do not ask the coordinator")
     _refuse_token_argument(p, API_TOKEN_ENV)
 
+    _model_commands(sub)
+
     p = sub.add_parser(
         "set-token",
         help="install the new API token after the admin rotated it",
@@ -199,6 +215,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--state", required=True, type=Path, help="state directory from 'enroll'")
     _token_options(p, API_TOKEN_ENV, "new API token (sfp_...) from the admin")
     return parser
+
+
+def _model_commands(sub: Any) -> None:
+    """``fingerprint``, ``export``, ``predict``, ``evaluate`` (participant/model_commands.py)."""
+    from participant.model_commands import add_model_commands
+
+    add_model_commands(sub)
 
 
 def _client(identity: dict[str, object]) -> CoordinatorClient:
@@ -285,6 +308,7 @@ def _build_trainer(
         epochs=args.epochs,
         lr=args.lr,
         batch_size=args.batch_size,
+        allow_random_weights=args.allow_random_weights_for_testing,
     )
     trainer = build_trainer(
         settings,
@@ -294,6 +318,9 @@ def _build_trainer(
         on_progress=say,
         progress_bar=not args.no_progress_bar and sys.stderr.isatty(),
     )
+    from participant.export import record_training
+
+    record_training(state, trainer.strategy, settings.strategy_overrides)  # for 'export'
     template = trainer.template_accuracy(args.zero_shot_template)
     initial = trainer.zero_shot()
     state.write_json(
@@ -366,9 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.verbose:  # one line per request and poll would drown what matters
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    command = {"enroll": _enroll, "run": _run, "status": _status, "set-token": _set_token}[
-        args.command
-    ]
+    command = {"enroll": _enroll, "run": _run, "status": _status, "set-token": _set_token}.get(
+        args.command, getattr(args, "handler", None)
+    )
+    assert command is not None, args.command
     return guarded(lambda: command(args))
 
 

@@ -18,7 +18,9 @@ Exit statuses (``secfpp-participant run``; a systemd unit restarts on the others
  3     unavailable           the coordinator failed past ``--give-up-after`` or kept
                              answering 500
  4     damaged state/config  a state file is missing or damaged, or the data/model is
-                             unusable (the message names the file and the remedy)
+                             unusable (the message names the file and the remedy), or
+                             the backbone is not the one the federation pins (another
+                             model, other weights, or random weights; docs/using-the-model.md)
  5     revoked               the coordinator rejected the API token (401/403): revoked,
                              rotated or someone else's
  6     state mismatch        the state directory belongs to another enrollment

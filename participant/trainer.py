@@ -10,7 +10,7 @@ installs the coordinator's global prompt, trains ``epochs`` passes, and returns
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -21,8 +21,10 @@ from numpy.typing import NDArray
 from tqdm import tqdm
 
 from crypto.rng import RandomSource
+from participant.backbones import TINY_OFFLINE
 from participant.engine import TrainOutput
 from participant.learning import (
+    Backbone,
     FeatureCache,
     FeatureSet,
     LearningConfigError,
@@ -36,8 +38,16 @@ from participant.learning import (
     read_class_list,
     split_dataset,
 )
+from participant.learning.pin import check_pin, pinned_model
 
-__all__ = ["PromptTrainer", "TrainerSettings", "build_trainer", "strategy_settings"]
+__all__ = [
+    "PromptTrainer",
+    "TrainerSettings",
+    "build_trainer",
+    "load_pinned_backbone",
+    "make_strategy",
+    "strategy_settings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +58,9 @@ class TrainerSettings:
 
     data: str
     classes: str | None = None
-    model: str = "tiny-offline"
+    model: str | None = None  # None: the federation's pinned model (else tiny-offline)
     pretrained: str | None = None
+    allow_random_weights: bool = False  # tests only (--allow-random-weights-for-testing)
     device: str = "auto"
     epochs: int = 2
     lr: float = 0.002
@@ -259,6 +270,59 @@ def _prototype_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> 
     return settings
 
 
+def load_pinned_backbone(settings: TrainerSettings, config: Mapping[str, Any]) -> Backbone:
+    """The backbone ``settings`` name (default: the federation's pinned model), checked
+    against the federation's pin and prompt width.
+
+    Raises:
+        BackboneLoadError: no weights (random init refused unless allowed for tests), or
+            the weights do not load.
+        BackboneMismatchError: another model or other weights than the federation pins.
+        LearningConfigError: ``prompt.dim`` is not the model's text width (unpinned).
+    """
+    model = settings.model or pinned_model(config) or TINY_OFFLINE
+    backbone = load_backbone(
+        model,
+        settings.pretrained,
+        device=settings.device,
+        allow_random_weights=settings.allow_random_weights,
+        init_seed=0 if settings.allow_random_weights else None,
+    )
+    check_pin(config, backbone)
+    dim = int(config["prompt"]["dim"])
+    if dim != backbone.text.width:
+        raise LearningConfigError(
+            "prompt.dim",
+            f"is {dim} in the federation but model '{model}' has text width "
+            f"{backbone.text.width}: use the federation's model",
+        )
+    return backbone
+
+
+def make_strategy(
+    config: Mapping[str, Any],
+    backbone: Backbone,
+    classnames: Sequence[str],
+    settings: TrainerSettings,
+    *,
+    rng: RandomSource | None = None,
+) -> Strategy:
+    """The federation's strategy for ``classnames`` (as the daemon builds it; the exported
+    model rebuilds it the same way, :mod:`participant.personalized`)."""
+    overrides = strategy_settings(config, settings.strategy_overrides)
+    return get_strategy(
+        str(config.get("strategy", "secfpp")),
+        backbone=backbone,
+        classnames=classnames,
+        rng=rng,
+        n_ctx=int(config["prompt"]["n_ctx"]),
+        lr=settings.lr,
+        batch_size=settings.batch_size,
+        init_std=float(config["prompt"].get("init_std", 0.02)),
+        **overrides,
+    )
+
+
 def build_trainer(
     settings: TrainerSettings,
     config: Mapping[str, Any],
@@ -271,17 +335,12 @@ def build_trainer(
 ) -> PromptTrainer:
     """Backbone, data, cached features, strategy and reduction for one participant.
 
-    ``config`` is the federation's config document; its prompt shape must match the
-    backbone's text width, which is checked with a clear error.
+    ``config`` is the federation's config document: the backbone must be the one it pins
+    (model and weights fingerprint, :func:`participant.learning.pin.check_pin`) and its
+    prompt shape must match the backbone's text width; both are checked with a clear error
+    before any data is read.
     """
-    backbone = load_backbone(settings.model, settings.pretrained, device=settings.device)
-    n_ctx, dim = int(config["prompt"]["n_ctx"]), int(config["prompt"]["dim"])
-    if dim != backbone.text.width:
-        raise LearningConfigError(
-            "prompt.dim",
-            f"is {dim} in the federation but model '{settings.model}' has text width "
-            f"{backbone.text.width}: use the federation's model",
-        )
+    backbone = load_pinned_backbone(settings, config)
     classnames = read_class_list(settings.classes) if settings.classes else None
     data = load_dataset(settings.data, transform=backbone.preprocess, classnames=classnames)
     train, test = split_dataset(
@@ -292,19 +351,8 @@ def build_trainer(
     )
     cache = FeatureCache(cache_dir)
     train_f, test_f = cache.get(backbone, train), cache.get(backbone, test)
-    strategy_name = str(config.get("strategy", "secfpp"))
-    overrides = strategy_settings(config, settings.strategy_overrides)
-    strategy = get_strategy(
-        strategy_name,
-        backbone=backbone,
-        classnames=data.classnames,
-        rng=rng,
-        n_ctx=n_ctx,
-        lr=settings.lr,
-        batch_size=settings.batch_size,
-        init_std=float(config["prompt"].get("init_std", 0.02)),
-        **overrides,
-    )
+    n_ctx, dim = int(config["prompt"]["n_ctx"]), int(config["prompt"]["dim"])
+    strategy = make_strategy(config, backbone, data.classnames, settings, rng=rng)
     protos = config.get("prototypes")
     if protos is not None and (
         int(protos["n_classes"]) != len(protos.get("classes") or data.classnames)
@@ -313,7 +361,7 @@ def build_trainer(
         raise LearningConfigError(
             "prototypes",
             f"are {protos['n_classes']} classes x {protos['dim']} dims in the federation, but "
-            f"this participant has {len(data.classnames)} classes and model '{settings.model}' "
+            f"this participant has {len(data.classnames)} classes and model '{backbone.name}' "
             f"embeds in {backbone.embed_dim} dims",
         )
     reduction = None

@@ -351,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
     torch.save(state, checkpoint)
 
+    from participant.learning.backbone import state_fingerprint
+
     # Evaluate what ships: the fp16 file, loaded by name through open_clip.
     shipped, _, preprocess = open_clip.create_model_and_transforms(
         TINY_OFFLINE, pretrained=str(checkpoint)
@@ -367,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint": checkpoint.name,
         "checkpoint_bytes": checkpoint.stat().st_size,
         "checkpoint_sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest(),
+        # the fingerprint federations pin (of the loaded tensors, whatever the file format);
+        # after retraining, also run scripts/backbone_catalog.py for the coordinator's copy
+        "weights_sha256": state_fingerprint(shipped),
         "dtype": "float16",
         "seed": args.seed,
         "steps": args.steps,

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from coordinator import limits
+from coordinator.backbones import BackboneConfig
 from coordinator.config import FederationConfig
 
 __all__ = [
@@ -425,6 +426,12 @@ class Task(_Model):
 
     federation_id: str
     participant_index: int
+    backbone: BackboneConfig | None = Field(
+        default=None,
+        description="The federation's pinned backbone (open_clip model and weights "
+        "fingerprint): the daemon trains and shares only on exactly these weights. Null: "
+        "unpinned.",
+    )
     round: int | None
     stage: str | None
     action: Action

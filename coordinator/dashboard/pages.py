@@ -37,6 +37,7 @@ PER_PARTICIPANT_LINES = 20
 __all__ = [
     "FederationRow",
     "FederationView",
+    "backbone_summary",
     "federation_rows",
     "federation_view",
     "get_federation",
@@ -54,6 +55,7 @@ class FederationRow:
     state: str
     strategy: str
     privacy: str
+    backbone: str
     n_participants: int
     active: int
     dropped: int
@@ -71,6 +73,14 @@ def privacy_summary(config: FederationConfig) -> str:
         if dp.epsilon_budget is not None:
             text += f", epsilon cap {dp.epsilon_budget:g}"
     return f"{text}; secret-shared aggregation" if config.strategy != "dpfpl" else text
+
+
+def backbone_summary(config: FederationConfig) -> str:
+    """``model (weights sha256 0123abcd4567...)``, or ``not pinned``."""
+    pin = config.backbone
+    if pin is None:
+        return "not pinned"
+    return f"{pin.model} (weights sha256 {pin.weights_sha256[:12]}...)"
 
 
 def _state_text(
@@ -112,6 +122,7 @@ def federation_rows(session: Session) -> list[FederationRow]:
                     state=_state_text(fed.config, fed.enrolled, last, fed.status),
                     strategy=fed.config.strategy,
                     privacy=privacy_summary(fed.config),
+                    backbone=backbone_summary(fed.config),
                     n_participants=fed.config.n_participants,
                     active=len(people) - revoked - dropped,
                     dropped=dropped,

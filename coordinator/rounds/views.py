@@ -228,6 +228,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     doc = Task(
         federation_id=participant.federation_id,
         participant_index=me,
+        backbone=config.backbone,
         round=None,
         stage=None,
         action="wait",

@@ -149,12 +149,36 @@ class Backbone:
         return unit
 
 
+FINGERPRINT_FORMAT = "secfpp-weights-v1"
+
+
+def _canonical(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor as the fingerprint reads it: on the CPU, contiguous, flat, floating point
+    as float32 and integers / booleans as int64 (both little-endian on every platform torch
+    supports), so that the precision a copy was stored or loaded in does not matter
+    (float16 and bfloat16 convert to float32 exactly)."""
+    data = tensor.detach().cpu().contiguous().reshape(-1)
+    if data.is_floating_point():
+        return data.to(torch.float32)
+    if data.is_complex():
+        return data.to(torch.complex64)
+    return data.to(torch.int64)
+
+
 def state_fingerprint(model: nn.Module) -> str:
-    """sha256 (hex) over the state dict's names, dtypes, shapes and raw bytes, in key order."""
-    digest = hashlib.sha256()
+    """sha256 (hex) of the loaded weights, independent of the file they came from.
+
+    Over the state dict in sorted key order: for each tensor its name, canonical dtype and
+    shape, then its canonical bytes (:func:`_canonical`); the format tag
+    ``secfpp-weights-v1`` comes first. Two copies of the same weights (a ``.pt`` pickle
+    and a ``.safetensors`` file, fp16 or fp32, an open_clip model directory) give the
+    same fingerprint; any changed value, name or shape gives another.
+    """
+    digest = hashlib.sha256(FINGERPRINT_FORMAT.encode() + b"\n")
     for key, tensor in sorted(model.state_dict().items()):
-        data = tensor.detach().cpu().contiguous().reshape(-1)
-        digest.update(f"{key}|{data.dtype}|{tuple(data.shape)}|".encode())
+        data = _canonical(tensor)
+        shape = tuple(int(n) for n in tensor.shape)
+        digest.update(f"{key}|{data.dtype}|{shape}|".encode())
         digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
     return digest.hexdigest()
 
@@ -258,6 +282,7 @@ def load_backbone(
     allow_download: bool = False,
     cache_dir: str | None = None,
     init_seed: int | None = None,
+    allow_random_weights: bool = False,
 ) -> Backbone:
     """Build the frozen CLIP backbone ``model`` (a registered open_clip config name).
 
@@ -266,15 +291,19 @@ def load_backbone(
         pretrained: a local checkpoint file (state dict; ``.pt``, ``.pth``, ``.bin`` or
             ``.safetensors``), an open_clip model directory (``open_clip_config.json`` + weights;
             its config wins over ``model``), a download tag (only with ``allow_download``), or
-            None for random weights (tests only; ``tiny-offline`` defaults to its shipped
-            checkpoint).
+            None: ``tiny-offline`` uses its shipped checkpoint; any other model is refused
+            unless ``allow_random_weights``.
         device: ``"auto"`` (CUDA when available), ``"cuda"`` or ``"cpu"``.
         allow_download: let a pretrained *tag* download (never needed offline).
         cache_dir: open_clip's download cache, for tags.
         init_seed: seed for the random init when ``pretrained`` is None (global RNG untouched).
+        allow_random_weights: build a model without weights (random init) instead of
+            refusing it. For tests only: a randomly initialised backbone trains nothing useful
+            and its fingerprint matches no federation's pin.
 
     Raises:
-        BackboneLoadError: the model is unknown, the checkpoint is missing or is not a state
+        BackboneLoadError: no weights without ``allow_random_weights``, the model is unknown,
+            the checkpoint is missing or is not a state
             dict for this model, a directory lacks its config or weights, or a tag would download.
     """
     torch_device = resolve_device(device)
@@ -284,6 +313,12 @@ def load_backbone(
         raise BackboneLoadError(
             f"model '{model}' is not a registered open_clip config; register it first "
             "(open_clip.add_model_config) or pass an open_clip model directory"
+        )
+    if pretrained is None and not allow_random_weights:
+        raise BackboneLoadError(
+            f"model '{model}' has no weights: pass a checkpoint file or an open_clip model "
+            "directory (--pretrained). A randomly initialised backbone is refused; tests "
+            "may allow one explicitly (--allow-random-weights-for-testing)"
         )
     try:
         with _seeded(init_seed):
@@ -306,7 +341,11 @@ def load_backbone(
             f"{type(exc).__name__}: {exc}"
         ) from exc
     if pretrained is None:
-        _log.warning("backbone '%s' has random weights (no pretrained checkpoint given)", model)
+        _log.warning(
+            "backbone '%s' has RANDOM WEIGHTS (allowed for testing only): it learns nothing "
+            "useful and matches no federation's pinned fingerprint",
+            model,
+        )
     tokenizer = open_clip.get_tokenizer(name_for_open_clip)
     fingerprint = state_fingerprint(clip_model)
     clip_model.requires_grad_(False)

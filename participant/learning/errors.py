@@ -6,7 +6,13 @@ machine-readable identifier the daemon reuses in its reports (as :mod:`crypto.er
 
 from __future__ import annotations
 
-__all__ = ["BackboneLoadError", "DatasetError", "LearningConfigError", "LearningError"]
+__all__ = [
+    "BackboneLoadError",
+    "BackboneMismatchError",
+    "DatasetError",
+    "LearningConfigError",
+    "LearningError",
+]
 
 
 class LearningError(Exception):
@@ -35,6 +41,13 @@ class BackboneLoadError(LearningError):
     """
 
     code = "backbone_load_failed"
+
+
+class BackboneMismatchError(LearningError):
+    """The backbone loaded is not the one the federation (or a model file) pins: another
+    open_clip model, or other weights (fingerprint). The message names both."""
+
+    code = "backbone_mismatch"
 
 
 class DatasetError(LearningError, ValueError):

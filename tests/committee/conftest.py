@@ -100,6 +100,7 @@ def federation_body(**tolerance: Any) -> dict[str, Any]:
         "name": "committee",
         "strategy": "secfpp",
         "n_participants": N,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 5},
         "tolerance": {
             "reduced_dim": R,

@@ -39,6 +39,7 @@ BODY: dict[str, Any] = {
     "name": "committee-processes",
     "strategy": "secfpp",
     "n_participants": N,
+    "backbone": None,  # unpinned: a stand-in trainer of this width
     "prompt": {"n_ctx": 4, "dim": 8, "init_std": 0.02, "init_seed": 3},
     "tolerance": {
         "reduced_dim": 16,

@@ -76,6 +76,7 @@ def federation_request(**overrides: Any) -> dict[str, Any]:
         "name": "test-federation",
         "strategy": "secfpp",
         "n_participants": N,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": 4, "dim": 8, "init_std": 0.02, "init_seed": 7},
         # the simulated participants send prompt-like x_i (group_vector), so the
         # prompt signal's split rules apply (docs/protocol.md, "What SecPC clusters")

@@ -278,6 +278,7 @@ def test_the_largest_settings_are_accepted(client: TestClient) -> None:
         json={
             "name": "x" * 200,
             "n_participants": 4,
+            "backbone": None,  # unpinned: a stand-in trainer of this width
             "prompt": {
                 "n_ctx": limits.MAX_N_CTX,
                 "dim": limits.MAX_PROMPT_DIM,

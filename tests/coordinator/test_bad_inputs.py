@@ -75,7 +75,12 @@ def test_foreign_recipient_of_another_federation(sharing: Any, snapshot: Any, pr
     # A second, larger federation has a participant with index 9; index 9 is foreign here.
     other = sharing.client.post(
         "/v1/federations",
-        json={"name": "other", "n_participants": 10, "prompt": {"n_ctx": 2, "dim": 4}},
+        json={
+            "name": "other",
+            "n_participants": 10,
+            "backbone": None,
+            "prompt": {"n_ctx": 2, "dim": 4},
+        },
         headers=ADMIN,
     )
     assert other.status_code == 201

@@ -13,6 +13,7 @@ ADMIN = {"Authorization": "Bearer admin-secret-token"}
 SMALL: dict[str, Any] = {
     "name": "ldp",
     "n_participants": 4,
+    "backbone": None,  # unpinned: a stand-in trainer of this width
     "prompt": {"n_ctx": 4, "dim": 8},
     "tolerance": {"reduced_dim": 8},
 }

@@ -88,6 +88,7 @@ def _federation(url: str) -> Live:
             json={
                 "name": "fuzzed",
                 "n_participants": 4,
+                "backbone": None,  # unpinned: a stand-in trainer of this width
                 "prompt": {"n_ctx": 2, "dim": 4},
                 "tolerance": {"reduced_dim": 4, "dropout_fraction": 0.0},
                 "rounds": {"warmup_rounds": 0},

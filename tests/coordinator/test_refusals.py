@@ -78,6 +78,7 @@ def _federation(http: TestClient, warmup: int) -> tuple[str, list[str]]:
         "name": "refusal-test",
         "strategy": "secfpp",
         "n_participants": N,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.0, "init_seed": 1},
         "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
         "rounds": {"warmup_rounds": warmup, "lr_global": 1.0},

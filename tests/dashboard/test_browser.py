@@ -113,6 +113,7 @@ def test_large_federation_in_chromium(chromium: Any, live_server: LiveServer) ->
     body = {
         "name": "hospitals-100",
         "n_participants": 100,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": 4, "dim": 64},
         "tolerance": {"reduced_dim": 16},
         "dp": {"mechanism": "gaussian", "noise_multiplier": 4.0, "epsilon_budget": 50.0},

@@ -36,3 +36,21 @@ def test_clusters_in_words_with_what_changed_and_purity() -> None:
         "purity against the true domains: 1.00",
     ]
     assert describe_clusters(after, domains, after)[-2] == "membership unchanged"
+
+
+def test_the_report_shows_the_exported_models_and_their_predictions() -> None:
+    from pathlib import Path
+
+    from demo.report import DemoRecord, Export, render
+
+    record = DemoRecord({0: "digits", 1: "letters"})
+    record.exports[0] = Export(
+        Path("runs/demo/state/participant-0/personalized.safetensors"),
+        [("held-out/digits/0.png", "7", 0.91, "7"), ("held-out/digits/1.png", "2", 0.55, "3")],
+    )
+    text = render(record, guarantees=[], artifacts={})
+    assert "Personalized models (secfpp-participant export" in text
+    assert "participant 0 (digits): runs/demo/state/participant-0/personalized.safetensors" in text
+    assert "predict on 2 held-out images: 1 right; 0.png: 7 (0.91), 1.png: 2 (0.55) [true: 3]" in (
+        text
+    )

@@ -15,7 +15,7 @@ from participant.learning import FeatureSet, configure_threads, load_backbone
 @pytest.fixture(scope="module")
 def backbone():  # type: ignore[no-untyped-def]
     configure_threads(1)
-    return load_backbone("tiny-test", None, device="cpu", init_seed=0)
+    return load_backbone("tiny-test", None, device="cpu", init_seed=0, allow_random_weights=True)
 
 
 def _participants(backbone, n: int = 6) -> list[ParticipantData]:  # type: ignore[no-untyped-def]

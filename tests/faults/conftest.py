@@ -65,6 +65,7 @@ def federation_body(name: str, **overrides: Any) -> dict[str, Any]:
         "name": name,
         "strategy": "secfpp",
         "n_participants": N,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 3},
         "tolerance": {
             "reduced_dim": R,

@@ -52,6 +52,7 @@ def enrollment_tokens(http: TestClient, count: int) -> list[str]:
         "name": "cli-test",
         "strategy": "secfpp",
         "n_participants": 4,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": 2, "dim": 4},
         "tolerance": {"reduced_dim": 4, "dropout_fraction": 0.25, "collusion_fraction": 0.25},
     }

@@ -66,6 +66,7 @@ def federation(http: TestClient, **tolerance: Any) -> tuple[str, list[str]]:
         "name": "engine-test",
         "strategy": "secfpp",
         "n_participants": N,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
         "tolerance": {
             "reduced_dim": R,
@@ -212,6 +213,7 @@ def test_daemons_stop_when_the_final_round_ends_even_if_it_failed(
         "name": "last-round",
         "strategy": "secfpp",
         "n_participants": N,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
         "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
         "rounds": {"total": 1, "warmup_rounds": 0},

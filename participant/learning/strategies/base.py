@@ -301,6 +301,13 @@ class Strategy(ABC):
         """Accuracy of the current prompt on ``(features, labels)`` (e.g. the held-out split)."""
         return accuracy(self.learner, features, labels)
 
+    def personalized_context(self) -> torch.Tensor:
+        """The learned context :meth:`evaluate` classifies with, ``(n_ctx, d)`` float32,
+        detached: ``G + L`` (whichever exist). ``evaluate(f, y)`` equals
+        ``accuracy(learner, f, y, ctx=personalized_context())`` exactly; it is what
+        ``secfpp-participant export`` writes."""
+        return self.learner.context().detach().clone()
+
     def state(self) -> dict[str, NDArray[np.float64]]:
         """Prompts to persist between rounds: ``{"global": G, "local": L}`` (those that exist)."""
         out: dict[str, NDArray[np.float64]] = {}

@@ -250,6 +250,10 @@ class FedDpaStrategy(Strategy):
         """Accuracy of ``w_i`` (the personalized prompt), whatever global is installed."""
         return accuracy(self.learner, features, labels, ctx=self.personal())
 
+    def personalized_context(self) -> torch.Tensor:
+        """``w_i``, the context :meth:`evaluate` classifies with."""
+        return self.personal().detach().clone()
+
     def state(self) -> dict[str, NDArray[np.float64]]:
         """``{"global": w_i}`` (the personalized prompt is what persists between rounds)."""
         return {"global": self.prompt().reshape(self.learner.n_ctx, self.learner.ctx_dim)}

@@ -197,6 +197,15 @@ class ProtoPflStrategy(Strategy):
         optimizer.step()
         return float(loss.detach()), int((logits.detach().argmax(dim=1) == labels).sum())
 
+    def personalized_context(self) -> torch.Tensor:
+        """Not a prompt classifier: the prototypes and the adapter classify too."""
+        raise LearningConfigError(
+            "strategy",
+            f"'{self.name}' classifies with its adapter and the class prototypes, not with a "
+            "prompt alone; export supports the prompt strategies (secfpp, promptfl, dpfpl, "
+            "feddpa, local)",
+        )
+
     @torch.no_grad()
     def evaluate(self, features: torch.Tensor, labels: torch.Tensor) -> float:
         if features.ndim != 2 or labels.shape != (features.shape[0],) or features.shape[0] == 0:

@@ -48,7 +48,9 @@ def tiny_model_name(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_backbone(tiny_model_name: str) -> Backbone:
-    return load_backbone(tiny_model_name, None, device="cpu", init_seed=0)
+    return load_backbone(
+        tiny_model_name, None, device="cpu", init_seed=0, allow_random_weights=True
+    )
 
 
 def write_toy_images(root: Path, per_class: int = 6, *, seed: int = 0) -> Path:

@@ -38,7 +38,7 @@ N = 6
 @pytest.fixture(scope="module")
 def backbone():  # type: ignore[no-untyped-def]
     configure_threads(1)
-    return load_backbone("tiny-test", None, device="cpu", init_seed=0)
+    return load_backbone("tiny-test", None, device="cpu", init_seed=0, allow_random_weights=True)
 
 
 def _participants(backbone) -> list[ParticipantData]:  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ def test_a_federation_runs_with_distributed_noise_and_accounts_it(
 
 
 def test_the_setting_is_off_by_default_and_validated_at_creation() -> None:
-    base = {"name": "f", "n_participants": 8, "prompt": {"n_ctx": 2, "dim": 8}}
+    base = {"name": "f", "n_participants": 8, "backbone": None, "prompt": {"n_ctx": 2, "dim": 8}}
     plain = FederationCreate.model_validate(base).resolve()
     assert plain.dp.mechanism == "none"
     noisy = FederationCreate.model_validate(

@@ -80,7 +80,9 @@ def test_other_backbone_weights_invalidate(
 ) -> None:
     from participant.learning.backbone import load_backbone
 
-    other = load_backbone(tiny_model_name, None, device="cpu", init_seed=1)
+    other = load_backbone(
+        tiny_model_name, None, device="cpu", init_seed=1, allow_random_weights=True
+    )
     dataset = read_image_folder(toy_folder, transform=tiny_backbone.preprocess)
     cache = FeatureCache(tmp_path)
     assert cache.get(tiny_backbone, dataset).key != cache.get(other, dataset).key

@@ -236,6 +236,7 @@ def _create(**dp: object) -> FederationCreate:
             "name": "feddpa",
             "strategy": "feddpa",
             "n_participants": 4,
+            "backbone": None,  # unpinned: a stand-in trainer of this width
             "prompt": {"n_ctx": N_CTX, "dim": 32},
             "rounds": {"total": 10},
             "tolerance": {"l2_clip": 0.5, "min_aggregation_size": 2, "reduced_dim": 16},

@@ -289,6 +289,7 @@ def _create(strategy: str, **extra: Any) -> dict[str, Any]:
         "name": "p",
         "strategy": strategy,
         "n_participants": 4,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": 2, "dim": 32},
         "tolerance": {"reduced_dim": 8, "min_aggregation_size": 2},
         "rounds": {"total": 5},

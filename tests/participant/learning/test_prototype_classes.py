@@ -144,6 +144,7 @@ def _body(prototypes: dict[str, Any]) -> dict[str, Any]:
         "name": "proto",
         "strategy": "protopfl-vpdr",
         "n_participants": 4,
+        "backbone": None,  # unpinned: a stand-in trainer of this width
         "prompt": {"n_ctx": 2, "dim": 64},
         "tolerance": {"reduced_dim": 8},
         "rounds": {"total": 5},

@@ -1,0 +1,86 @@
+"""The backbone a federation pins: open_clip model name and weights fingerprint.
+
+Every participant must run the same frozen CLIP: prompts, updates and distances only mean
+something in one text embedding space. The federation config names the model and the
+SHA-256 fingerprint of its weights (``participant.learning.backbone.state_fingerprint``:
+over the loaded tensors, so that a ``.pt`` and a ``.safetensors`` copy of the same weights
+agree); each daemon loads its copy, computes the fingerprint and refuses to train or share
+when either differs (``docs/deployment.md``, "The federation's backbone").
+
+The coordinator never imports torch or open_clip (docker/coordinator.Dockerfile): the text
+widths it derives ``prompt.dim`` from, and the fingerprint of the shipped ``tiny-offline``
+backbone, come from ``backbones.json`` beside this module, written by
+``scripts/backbone_catalog.py`` from open_clip's model configs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODEL_NAME_PATTERN",
+    "BackboneConfig",
+    "default_backbone",
+    "known_fingerprint",
+    "text_width",
+]
+
+CATALOG = Path(__file__).resolve().parent / "backbones.json"
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@/-]*$"
+DEFAULT_MODEL = "tiny-offline"
+"""The backbone of a federation created without ``backbone``: the one the project ships."""
+
+
+class BackboneConfig(BaseModel):
+    """The federation's frozen CLIP: which open_clip model, which weights."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(
+        default=DEFAULT_MODEL,
+        min_length=1,
+        max_length=100,
+        pattern=MODEL_NAME_PATTERN,
+        description="open_clip model name (architecture), e.g. 'ViT-B-16'; 'tiny-offline' "
+        "is the small CLIP that ships with the participant package.",
+    )
+    weights_sha256: str = Field(
+        min_length=64,
+        max_length=64,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 (hex) of the loaded weights: 'secfpp-participant fingerprint "
+        "--model M --pretrained FILE' prints it. Same for every file format of the same "
+        "weights; may be left out for 'tiny-offline' (its shipped weights).",
+    )
+
+
+@functools.cache
+def _catalog() -> dict[str, dict[str, Any]]:
+    models: dict[str, dict[str, Any]] = json.loads(CATALOG.read_text())["models"]
+    return models
+
+
+def text_width(model: str) -> int | None:
+    """The text transformer width of ``model`` (what ``prompt.dim`` must be); None when the
+    coordinator does not know the model."""
+    entry = _catalog().get(model)
+    return None if entry is None else int(entry["text_width"])
+
+
+def known_fingerprint(model: str) -> str | None:
+    """The weights fingerprint of a backbone that ships with the project, else None."""
+    entry = _catalog().get(model)
+    return None if entry is None else entry.get("weights_sha256")
+
+
+def default_backbone() -> BackboneConfig:
+    """``tiny-offline`` with the fingerprint of its shipped weights."""
+    fingerprint = known_fingerprint(DEFAULT_MODEL)
+    assert fingerprint is not None, f"{CATALOG} lacks the fingerprint of {DEFAULT_MODEL}"
+    return BackboneConfig(model=DEFAULT_MODEL, weights_sha256=fingerprint)
