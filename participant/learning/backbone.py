@@ -26,6 +26,7 @@ import open_clip
 import torch
 from torch import nn
 
+from participant.learning.checkpoints import check_checkpoint_shapes
 from participant.learning.errors import BackboneLoadError
 from participant.learning.runtime import autocast, resolve_device
 
@@ -285,6 +286,8 @@ def load_backbone(
             f"model '{model}' is not a registered open_clip config; register it first "
             "(open_clip.add_model_config) or pass an open_clip model directory"
         )
+    if weights is not None and Path(weights).is_file():
+        check_checkpoint_shapes(Path(weights), name_for_open_clip, model)
     try:
         with _seeded(init_seed):
             clip_model, _, preprocess = open_clip.create_model_and_transforms(
