@@ -13,7 +13,7 @@ directory (locally, then against the coordinator) and loops: fetch the task, tra
 share / compute, upload; it waits out coordinator and database outages and stops only
 on what retrying cannot fix, with the exit statuses of :mod:`participant.daemon` (2
 refused, 3 unavailable past ``--give-up-after``, 4 damaged state, 5 revoked token, 6
-state of another enrollment); ``status`` shows where it stands;
+state of another enrollment, 8 untrusted TLS certificate); ``status`` shows where it stands;
 ``set-token`` installs the new API token after the admin rotated it.
 Killing the daemon at any point and running it again continues the round it was in.
 
