@@ -13,6 +13,8 @@ first mismatches.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -60,10 +62,23 @@ def checkpoint_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     }
 
 
+def _not_open_clip(record: logging.LogRecord) -> bool:
+    return f"{os.sep}open_clip{os.sep}" not in record.pathname
+
+
 def model_shapes(name: str) -> dict[str, tuple[int, ...]]:
-    """Shapes of the state dict of the open_clip model ``name``, built on ``meta``."""
-    with torch.device("meta"):
-        model = open_clip.create_model(name, pretrained=None, device="meta")
+    """Shapes of the state dict of the open_clip model ``name``, built on ``meta``.
+
+    open_clip's lines about this throw-away build ("Model initialized randomly") are
+    dropped: the real load follows and logs what it loads.
+    """
+    root = logging.getLogger()
+    root.addFilter(_not_open_clip)
+    try:
+        with torch.device("meta"):
+            model = open_clip.create_model(name, pretrained=None, device="meta")
+    finally:
+        root.removeFilter(_not_open_clip)
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 

@@ -189,3 +189,16 @@ def test_checkpoint_shape_check_accepts_the_model_own_fp16_checkpoint(
     torch.save({"state_dict": state}, path)
     loaded = load_backbone(tiny_backbone.name, str(path), device="cpu")
     assert loaded.model.visual.positional_embedding.shape == (17, 32)
+
+
+def test_shape_check_logs_nothing_about_its_throwaway_model(
+    tiny_backbone: Backbone, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The meta-device build must not log open_clip's "Model initialized randomly"."""
+    from participant.learning.checkpoints import check_checkpoint_shapes
+
+    path = tmp_path / "own.pt"
+    torch.save(tiny_backbone.model.state_dict(), path)
+    with caplog.at_level("DEBUG"):
+        check_checkpoint_shapes(path, tiny_backbone.name)
+    assert [r.getMessage() for r in caplog.records] == []
