@@ -216,7 +216,9 @@ def summary(admin: Admin, fid: str, number: int, states: list[StateDir]) -> dict
 
 
 class TcpProxy:
-    """A loopback TCP proxy that can be cut (every connection closed, new ones refused)."""
+    """A loopback TCP proxy that can be cut (every connection closed, new ones refused)
+    or stalled (connections stay open and new ones are accepted, but nothing is relayed
+    until :meth:`resume`: a hung database)."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
@@ -226,6 +228,16 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
+
+    def stall(self) -> None:
+        """The database hangs: bytes are received but held, in both directions."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """The database answers again: held bytes are relayed, then everything flows."""
+        self._flowing.set()
 
     def start(self) -> None:
         listener = socket.socket()
@@ -271,6 +283,7 @@ class TcpProxy:
     def _pump(self, source: socket.socket, target: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self._flowing.wait()
                 target.sendall(data)
         except OSError:
             pass
@@ -298,6 +311,7 @@ class Kit:
     make_engine = staticmethod(make_engine)
     summary = staticmethod(summary)
     SERVER_ENV = SERVER_ENV
+    ADMIN_TOKEN = ADMIN_TOKEN
     ENDED = ENDED
     N = N
 
