@@ -248,6 +248,7 @@ def build_worker_app(database_url: str, options: WorkerOptions) -> procrastinate
         min_size=1,
         max_size=options.concurrency + 3,  # jobs, LISTEN, heartbeat and fetches
         kwargs=connection_kwargs(options.connect_timeout_s),
+        reconnect_timeout=RECONNECT_TIMEOUT_S,  # see PostgresJobs
         name="secfpp-jobs-worker",
     )
     app = procrastinate.App(connector=connector)
@@ -288,7 +289,10 @@ async def _recover_forever(app: procrastinate.App, options: WorkerOptions) -> No
 
 async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOptions) -> None:
     """Run a worker (and the stalled-job recovery) until cancelled; a worker that
-    stops for any other reason (database outage) is started again after a backoff."""
+    stops for any other reason (database outage) is started again as soon as the
+    database answers (probed every :data:`RESTART_CAP_S`), and a worker that lost the
+    database is replaced by a fresh one when it answers again (:func:`watch_database`;
+    the old one shuts down in the background)."""
     restarts = _Restarts(options.name, asyncio.get_running_loop().time)
     while True:
         if restarts.down_since is not None and not await database_answers(
@@ -301,10 +305,18 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
             await asyncio.sleep(restarts.next_wait())
             continue
         app = build_worker_app(database_url, options)
+        retired = False
         try:
             await app.open_async()
             restarts.running()
-            await _work(app, runtime, options)
+            stale = await _work_while_connected(app, runtime, options, database_url)
+            if stale is not None:
+                # Its graceful shutdown waits on connections of the outage (17 s seen):
+                # let it finish in the background and start a fresh worker now.
+                _retire(app, stale)
+                retired = True
+                restarts.failed("lost the database, which answers again")
+                continue
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 # procrastinate's worker absorbs the cancellation while it shuts down
@@ -318,9 +330,66 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
         finally:
             # Also when cancelled half-way through opening: an unclosed pool leaves
             # tasks on the event loop that keep it from closing.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(app.close_async(), timeout=10)
+            if not retired:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(app.close_async(), timeout=10)
         await asyncio.sleep(restarts.next_wait())
+
+
+_RETIRED: set[asyncio.Task[None]] = set()
+"""Workers replaced after an outage, still shutting down (referenced until done)."""
+
+
+def _retire(app: procrastinate.App, work: asyncio.Task[None]) -> None:
+    async def finish() -> None:
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(work, timeout=60)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(app.close_async(), timeout=10)
+
+    task = asyncio.create_task(finish())
+    _RETIRED.add(task)
+    task.add_done_callback(_RETIRED.discard)
+
+
+async def _work_while_connected(
+    app: procrastinate.App, runtime: JobRuntime, options: WorkerOptions, database_url: str
+) -> asyncio.Task[None] | None:
+    """Run the worker (:func:`_work`) and beside it :func:`watch_database`. None when the
+    worker returned by itself; when the watch saw the database fail and answer again
+    (procrastinate's pool may still be backing off its reconnections, and its worker
+    waits on connections of the outage), the worker's task, cancelled and still
+    shutting down. The worker's errors and a cancellation propagate."""
+    work = asyncio.create_task(_work(app, runtime, options))
+    watch = asyncio.create_task(watch_database(database_url, options.connect_timeout_s))
+    try:
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        watch.cancel()
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work
+        raise
+    if not work.done():
+        work.cancel()
+        return work
+    watch.cancel()
+    with contextlib.suppress(BaseException):
+        await watch
+    work.result()  # raises the worker's error
+    return None
+
+
+async def watch_database(database_url: str, connect_timeout_s: int) -> None:
+    """Return once the database, having failed a probe, answers again (one
+    :func:`database_answers` probe per :data:`RESTART_CAP_S`)."""
+    failed = False
+    while True:
+        if not await database_answers(database_url, connect_timeout_s):
+            failed = True
+        elif failed:
+            return
+        await asyncio.sleep(RESTART_CAP_S)
 
 
 async def database_answers(database_url: str, connect_timeout_s: int) -> bool:
