@@ -23,10 +23,9 @@ from fastapi.testclient import TestClient
 from coordinator.api.availability import disk_problem
 from coordinator.app import create_app
 from coordinator.settings import Settings
-from tests.faults.conftest import federation_body
+from tests.coordinator.conftest import ADMIN, federation_request
 
-ADMIN_TOKEN = "admin-secret-token"
-ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+ADMIN_TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
 
 
 def _app(db_url: str, **overrides: Any) -> TestClient:
@@ -121,7 +120,7 @@ def test_readyz_on_a_really_full_disk(sqlite_template: Path, tmp_path: Path) -> 
                 "is full: writing a probe file failed (No space left on device)"
                 in (r.json()["detail"])
             )
-            write = client.post("/v1/federations", json=federation_body("full"), headers=ADMIN)
+            write = client.post("/v1/federations", json=federation_request(), headers=ADMIN)
             assert write.status_code == 503, write.text
             assert write.json()["code"] == "database_unavailable"
             filler.unlink()
