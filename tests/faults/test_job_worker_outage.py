@@ -27,7 +27,6 @@ from coordinator.jobs.tasks import JobRuntime
 
 pytestmark = pytest.mark.postgres
 
-OUTAGE_S = 12.0
 LATE_S = 5.0
 """The most the first decode after the recovery may lag behind it."""
 
@@ -85,8 +84,17 @@ def _wait(decoder: _Decoder, round_id: str, timeout_s: float) -> float:
     return decoder.decoded[round_id]
 
 
+@pytest.mark.parametrize(
+    "outage_s",
+    [
+        12.0,
+        # psycopg_pool's reconnection attempts back off (1, 2, 4, 8, 16, 32 s): after ~31 s
+        # down the next one came ~32 s later, so the decode started ~28 s late
+        pytest.param(35.0, marks=pytest.mark.long_fault),
+    ],
+)
 def test_the_first_decode_after_an_outage_starts_within_seconds(
-    pg_db_url: str, worker: tuple[Any, _Decoder]
+    pg_db_url: str, worker: tuple[Any, _Decoder], outage_s: float
 ) -> None:
     proxy, decoder = worker
     queue = PostgresJobs(pg_db_url, Completions(), local_worker=False)
@@ -95,9 +103,9 @@ def test_the_first_decode_after_an_outage_starts_within_seconds(
         queue.defer_decode("before", datetime.now(UTC))
         _wait(decoder, "before", 30)
         proxy.cut()
-        time.sleep(OUTAGE_S / 2)
+        time.sleep(outage_s / 2)
         queue.defer_decode("after", datetime.now(UTC))  # due while the worker is cut off
-        time.sleep(OUTAGE_S / 2)
+        time.sleep(outage_s / 2)
         assert "after" not in decoder.decoded
         proxy.start()
         back = time.monotonic()
