@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from bench.loadsim import FixedTrainer
 from crypto.rng import DeterministicRandom
@@ -294,6 +295,15 @@ class TcpProxy:
                     self._open.discard(conn)
 
 
+def proxy_to(database_url: str) -> tuple[TcpProxy, str]:
+    """A started :class:`TcpProxy` to the database of ``database_url``, and the URL that
+    reaches the database through it."""
+    url = make_url(database_url)
+    proxy = TcpProxy((url.host or "127.0.0.1", url.port or 5432))
+    proxy.start()
+    return proxy, url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+
+
 def _close(conn: socket.socket) -> None:
     with contextlib.suppress(OSError):
         conn.shutdown(socket.SHUT_RDWR)
@@ -306,6 +316,7 @@ class Kit:
     Admin = Admin
     Daemons = Daemons
     TcpProxy = TcpProxy
+    proxy_to = staticmethod(proxy_to)
     federation_body = staticmethod(federation_body)
     enroll_states = staticmethod(enroll_states)
     make_engine = staticmethod(make_engine)

@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import exc, text
-from sqlalchemy.engine import make_url
 
 from coordinator.db.engine import DatabaseLimits, make_engine
 
@@ -33,10 +32,7 @@ BOUND_S = 2 * CONNECT_S + 3.0
 
 @pytest.fixture
 def proxy(pg_db_url: str, kit: Any) -> Iterator[tuple[Any, str]]:
-    url = make_url(pg_db_url)
-    proxy = kit.TcpProxy((url.host or "127.0.0.1", url.port or 5432))
-    proxy.start()
-    through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    proxy, through = kit.proxy_to(pg_db_url)
     yield proxy, through
     proxy.resume()
     proxy.cut()

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from coordinator.jobs.completions import Completions
 from coordinator.jobs.postgres import PostgresJobs, WorkerOptions, run_worker
@@ -52,10 +51,7 @@ class _Decoder:
 
 @pytest.fixture
 def worker(pg_db_url: str, kit: Any) -> Iterator[tuple[Any, _Decoder]]:
-    url = make_url(pg_db_url)
-    proxy = kit.TcpProxy((url.host or "127.0.0.1", url.port or 5432))
-    proxy.start()
-    through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    proxy, through = kit.proxy_to(pg_db_url)
     decoder = _Decoder()
     runtime = JobRuntime(decoder)  # type: ignore[arg-type]
     options = WorkerOptions(name="outage", heartbeat_s=1.0, stalled_s=5.0, connect_timeout_s=1)
