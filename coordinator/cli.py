@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from crypto.cli_help import DefaultsHelpFormatter
 from crypto.memory import retain_freed_memory
 
 __all__ = ["certs_main", "main", "migrate_main", "serve_main", "worker_main"]
@@ -27,7 +28,11 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     from coordinator.app import create_app
     from coordinator.settings import get_settings
 
-    parser = argparse.ArgumentParser(prog="secfpp-coordinator", description=serve_main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="secfpp-coordinator",
+        description=serve_main.__doc__,
+        formatter_class=DefaultsHelpFormatter,
+    )
     parser.add_argument("--host", help="bind address (default: settings.host)")
     parser.add_argument("--port", type=int, help="port (default: settings.port)")
     parser.add_argument("--migrate", action="store_true", help="apply migrations on startup")
@@ -78,8 +83,12 @@ def migrate_main(argv: Sequence[str] | None = None) -> int:
     from coordinator.db.migrate import current_revision, downgrade, upgrade
     from coordinator.settings import get_settings
 
-    parser = argparse.ArgumentParser(prog="secfpp-migrate", description=migrate_main.__doc__)
-    parser.add_argument("revision", nargs="?", default="head")
+    parser = argparse.ArgumentParser(
+        prog="secfpp-migrate",
+        description=migrate_main.__doc__,
+        formatter_class=DefaultsHelpFormatter,
+    )
+    parser.add_argument("revision", nargs="?", default="head", help="target revision")
     parser.add_argument("--downgrade", action="store_true", help="migrate down to REVISION")
     parser.add_argument("--database-url", help="default: settings.database_url")
     args = parser.parse_args(argv)
@@ -100,7 +109,9 @@ def certs_main(argv: Sequence[str] | None = None) -> int:
     """Generate a local CA and a server certificate signed by it."""
     from coordinator.tls import generate_certificates
 
-    parser = argparse.ArgumentParser(prog="secfpp-certs", description=certs_main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="secfpp-certs", description=certs_main.__doc__, formatter_class=DefaultsHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=Path("certs"), help="output directory")
     parser.add_argument(
         "--host",
@@ -108,7 +119,7 @@ def certs_main(argv: Sequence[str] | None = None) -> int:
         dest="hosts",
         help="DNS name or IP of the server (repeatable; default localhost and 127.0.0.1)",
     )
-    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--days", type=int, default=365, help="validity of the certificates")
     args = parser.parse_args(argv)
     paths = generate_certificates(
         args.out, args.hosts or ["localhost", "127.0.0.1"], days=args.days

@@ -145,6 +145,14 @@ class Settings(BaseSettings):
         le=3600,
         description="Retry-After (seconds) of a 503 when the database is unreachable or slow.",
     )
+    ready_min_free_mib: int = Field(
+        default=32,
+        ge=0,
+        le=1_000_000,
+        description="SQLite: /readyz answers 503 not_ready (disk full) when the filesystem "
+        "of the database file has less than this many MiB free for unprivileged writers, "
+        "or when a 4 KiB probe file cannot be written there. 0 keeps only the write probe.",
+    )
     deadline_grace_s: float = Field(
         default=60.0,
         ge=0,

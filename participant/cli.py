@@ -13,7 +13,7 @@ directory (locally, then against the coordinator) and loops: fetch the task, tra
 share / compute, upload; it waits out coordinator and database outages and stops only
 on what retrying cannot fix, with the exit statuses of :mod:`participant.daemon` (2
 refused, 3 unavailable past ``--give-up-after``, 4 damaged state, 5 revoked token, 6
-state of another enrollment); ``status`` shows where it stands;
+state of another enrollment, 8 untrusted TLS certificate); ``status`` shows where it stands;
 ``set-token`` installs the new API token after the admin rotated it.
 Killing the daemon at any point and running it again continues the round it was in.
 
@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from crypto.cli_help import CommandParser, DefaultsHelpFormatter
 from participant.client import (
     CoordinatorClient,
     CoordinatorUnavailableError,
@@ -132,11 +133,11 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="SecFPP participant daemon: learns CLIP prompts with the federation "
         "without revealing data, prompts or updates.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
         epilog="Run 'secfpp-participant COMMAND --help' for the options of a command.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     p = sub.add_parser(
         "enroll", help="create keys and register with the coordinator", allow_abbrev=False
@@ -172,10 +173,15 @@ def _parser() -> argparse.ArgumentParser:
         help="TESTS ONLY: build the model with random weights (seed 0) when no --pretrained "
         "is given, instead of refusing. It learns nothing useful",
     )
-    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cuda", "cpu"],
+        help="where the backbone runs (auto: CUDA when available)",
+    )
     p.add_argument("--epochs", type=int, default=2, help="local epochs per round")
     p.add_argument("--lr", type=float, default=0.002, help="SGD learning rate")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=32, help="images per training step")
     p.add_argument(
         "--threads",
         type=int,
@@ -191,7 +197,9 @@ def _parser() -> argparse.ArgumentParser:
         help="exit (status 3) when one request has failed for this long; default: wait out "
         "coordinator and database outages however long they last",
     )
-    p.add_argument("--no-progress-bar", action="store_true")
+    p.add_argument(
+        "--no-progress-bar", action="store_true", help="no progress bar even on a terminal"
+    )
     p.add_argument(
         "--zero-shot-template",
         default="a photo of a {}.",
@@ -201,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "status", help="show enrollment, round progress and last metrics", allow_abbrev=False
     )
-    p.add_argument("--state", required=True, type=Path)
+    p.add_argument("--state", required=True, type=Path, help="state directory from 'enroll'")
     p.add_argument("--offline", action="store_true", help="do not ask the coordinator")
     _refuse_token_argument(p, API_TOKEN_ENV)
 

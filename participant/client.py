@@ -12,6 +12,11 @@ batches of :mod:`crypto.wire`), coded results as raw packed bytes: no base64 or 
 for the coordinator to read. The methods keep their JSON-shaped arguments and results
 (ciphertexts as base64 text), so the state directory's ``shares.json`` is unchanged.
 
+A certificate the client cannot verify (signed by a CA that is not in the CA bundle,
+expired, or issued for another host name) is no outage: retrying cannot fix it, so it is
+raised at once as :class:`UntrustedCertificateError`, naming the URL, the reason and the
+fix; so is a CA bundle file that does not exist.
+
 Any other 4xx answer is final and raised as :class:`RequestRefusedError` carrying the
 problem document's stable ``code`` and ``detail``; 401 and 403 (a revoked or wrong
 token) as its subclass :class:`AccessRevokedError`, which retrying cannot fix.
@@ -23,10 +28,12 @@ import base64
 import email.utils
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,6 +46,7 @@ __all__ = [
     "CoordinatorUnavailableError",
     "RequestRefusedError",
     "RetryPolicy",
+    "UntrustedCertificateError",
     "b64d",
     "b64e",
     "retry_after_seconds",
@@ -77,6 +85,30 @@ class AccessRevokedError(RequestRefusedError):
 
 class CoordinatorUnavailableError(Exception):
     """The coordinator kept failing past the retry policy's limits."""
+
+
+class UntrustedCertificateError(Exception):
+    """The coordinator's TLS certificate failed verification (or the CA bundle is missing)."""
+
+
+_TRUST_FIX = (
+    "give the PEM file of the CA that signed the coordinator's certificate (the ca.pem that "
+    "secfpp-certs wrote, or your organization's CA) with 'enroll --ca-bundle FILE' "
+    "(an enrolled participant keeps its path as ca_bundle in identity.json), and check "
+    "that the URL's host name is one the certificate names"
+)
+
+
+def certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error behind a transport error, if that is its cause."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
@@ -185,7 +217,13 @@ class CoordinatorClient:
         retry: RetryPolicy | None = None,
     ) -> CoordinatorClient:
         """A client for ``url``; TLS is verified against ``ca_bundle`` (or the system store)."""
-        verify: str | bool = ca_bundle if ca_bundle else True
+        if ca_bundle and not Path(ca_bundle).is_file():
+            raise UntrustedCertificateError(
+                f"the CA bundle {ca_bundle} does not exist or is not a file: {_TRUST_FIX}"
+            )
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
+        )
         http = httpx.Client(base_url=url, verify=verify, timeout=timeout_s)
         return cls(http, token, retry=retry)
 
@@ -206,6 +244,13 @@ class CoordinatorClient:
             try:
                 response = self.http.request(method, path, headers=headers, **kwargs)
             except httpx.TransportError as exc:
+                failure = certificate_failure(exc)
+                if failure is not None:
+                    reason = failure.verify_message or failure.reason or str(failure)
+                    raise UntrustedCertificateError(
+                        f"the TLS certificate of {self.http.base_url} is not trusted "
+                        f"({reason}): {_TRUST_FIX}"
+                    ) from None
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 status = response.status_code

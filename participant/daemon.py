@@ -24,6 +24,9 @@ Exit statuses (``secfpp-participant run``; a systemd unit restarts on the others
  5     revoked               the coordinator rejected the API token (401/403): revoked,
                              rotated or someone else's
  6     state mismatch        the state directory belongs to another enrollment
+ 8     untrusted certificate the coordinator's TLS certificate failed verification (CA
+                             not in the CA bundle, expired, other host name) or the CA
+                             bundle file is missing; not retried
 =====  ====================  ==========================================================
 """
 
@@ -42,6 +45,7 @@ from participant.client import (
     CoordinatorUnavailableError,
     RequestRefusedError,
     RetryPolicy,
+    UntrustedCertificateError,
 )
 from participant.engine import Engine, Trainer
 from participant.state import StateDir, StateError, StateMismatchError, check_enrollment
@@ -53,6 +57,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_REVOKED",
     "EXIT_UNAVAILABLE",
+    "EXIT_UNTRUSTED_CERTIFICATE",
     "guarded",
     "serve",
     "verify_enrollment",
@@ -66,6 +71,7 @@ EXIT_UNAVAILABLE = 3
 EXIT_CONFIG = 4
 EXIT_REVOKED = 5
 EXIT_MISMATCH = 6
+EXIT_UNTRUSTED_CERTIFICATE = 8
 
 
 def verify_enrollment(
@@ -145,6 +151,9 @@ def guarded(command: Callable[[], int]) -> int:
     except CoordinatorUnavailableError as exc:
         log.error("the coordinator is unreachable: %s", exc)
         return EXIT_UNAVAILABLE
+    except UntrustedCertificateError as exc:
+        log.error("%s", exc)
+        return EXIT_UNTRUSTED_CERTIFICATE
     except StateMismatchError as exc:
         log.error("%s", exc)
         return EXIT_MISMATCH

@@ -192,19 +192,9 @@ class Engine:
         )
 
     def _restore_trainer(self) -> None:
-        rounds = self.state.root / "rounds"
-        if not rounds.exists():
-            return
-        done = sorted(
-            int(p.name)
-            for p in rounds.iterdir()
-            if p.name.isdigit() and self.progress(int(p.name)).get("trained")
-        )
-        if done:
-            last = done[-1]
-            names = self.progress(last).get("state_arrays", [])
-            arrays = {n: self.state.read_array(self._path(last, f"state-{n}.npy")) for n in names}
-            self.trainer.restore({k: v for k, v in arrays.items() if v is not None})
+        arrays = self.state.trained_state()  # a missing state file: StateError naming it
+        if arrays:
+            self.trainer.restore(arrays)
 
     # -- beacon commitments (docs/protocol.md section 11) ------------------------------------
     def _beacons(self) -> dict[str, str]:

@@ -9,6 +9,8 @@ Layout (all files 0600, directories 0700)::
                               uploads done (so a restart neither repeats nor forgets)
     <state>/prompts/*.npy     local prompt, last global prompt
     <state>/shares/<round>/<stage>-<sender>.bin   opened shares (packed field vectors)
+    <state>/rounds/<round>/   the round's progress, uploads, metrics and, once trained,
+                              the learner state (state-global.npy, state-local.npy)
 
 Every write goes to a temporary file in the same directory, is flushed and fsynced, then
 renamed over the target with ``os.replace`` (atomic on POSIX), and the directory is
@@ -163,6 +165,7 @@ class StateDir:
     PROGRESS = "progress.json"
     BEACONS = "beacons.json"  # beacon commitments recorded before their rounds
     CONTRIBUTIONS = "contributions.json"  # own beacon contributions (secret until revealed)
+    ROUNDS = "rounds"  # per-round progress, uploads and learner state
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -310,17 +313,51 @@ class StateDir:
 
     def check(self) -> dict[str, Any]:
         """Read everything the daemon relies on, before it does anything: the identity,
-        the key, ``progress.json``, the recorded beacon commitments and every round's
-        ``progress.json``. Returns the identity; raises :class:`StateError` (one line: file,
-        fault, remedy)."""
+        the key, ``progress.json``, the recorded beacon commitments, every round's
+        ``progress.json`` and the learner state of the last trained round. A missing
+        ``rounds/`` after ``progress.json`` recorded a round is refused (the daemon would
+        go on with a fresh local prompt). Returns the identity; raises
+        :class:`StateError` (one line: file, fault, remedy)."""
         identity = self.identity()
         self.private_key()
-        self.progress()
+        last = self.progress().get("round")
+        rounds = self.root / self.ROUNDS
+        if last is not None and not rounds.is_dir():
+            raise StateError(
+                f"{rounds} is missing although {self.root / self.PROGRESS} records round "
+                f"{last}: it holds this participant's local prompt and rounds, and the daemon "
+                "would go on with a fresh local prompt. Restore it from a backup, or enroll "
+                "again into a new state directory to start over"
+            )
         self.read_object(self.BEACONS, default={})
         self.read_object(self.CONTRIBUTIONS, default={})
         for number in self.round_numbers():
-            self.read_object(f"rounds/{number}/progress.json", default={})
+            self.read_object(f"{self.ROUNDS}/{number}/progress.json", default={})
+        self.trained_state()
         return identity
+
+    def trained_state(self) -> dict[str, NDArray[Any]]:
+        """The learner state saved by the last round this participant trained in
+        (``rounds/N/state-<name>.npy`` for each name its progress lists under
+        ``state_arrays``), ``{}`` before the first. A listed file that is missing is a
+        :class:`StateError` naming it and the fix."""
+        trained = [
+            n
+            for n in self.round_numbers()
+            if self.read_object(f"{self.ROUNDS}/{n}/progress.json", default={}).get("trained")
+        ]
+        if not trained:
+            return {}
+        last = trained[-1]
+        names = self.read_object(f"{self.ROUNDS}/{last}/progress.json").get("state_arrays", [])
+        arrays: dict[str, NDArray[Any]] = {}
+        for name in names:
+            relative = f"{self.ROUNDS}/{last}/state-{name}.npy"
+            array = self.read_array(relative)
+            if array is None:
+                raise self._missing(self.root / relative)
+            arrays[str(name)] = array
+        return arrays
 
     def save_progress(self, progress: dict[str, Any]) -> None:
         self.write_json(self.PROGRESS, progress)

@@ -22,7 +22,13 @@ def test_the_unit_restarts_on_failure_except_what_retrying_cannot_fix() -> None:
     assert service["Restart"] == "on-failure"
     assert "secfpp-participant run --state" in service["ExecStart"]
     prevented = {int(code) for code in service["RestartPreventExitStatus"].split()}
-    final = {daemon.EXIT_REFUSED, daemon.EXIT_CONFIG, daemon.EXIT_REVOKED, daemon.EXIT_MISMATCH}
+    final = {
+        daemon.EXIT_REFUSED,
+        daemon.EXIT_CONFIG,
+        daemon.EXIT_REVOKED,
+        daemon.EXIT_MISMATCH,
+        daemon.EXIT_UNTRUSTED_CERTIFICATE,
+    }
     assert prevented == final
     assert daemon.EXIT_UNAVAILABLE not in prevented  # restarted
     assert _unit()["Unit"]["StartLimitIntervalSec"] == "0"

@@ -27,17 +27,20 @@ def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    summary="Readiness: the database answers and is migrated to head",
+    summary="Readiness: the database answers, is migrated to head and can be written",
     responses={
         503: {
-            "description": "`not_ready`, with `database` `down` (and `Retry-After`) or `up`",
+            "description": "`not_ready`, with `database` `down` (and `Retry-After`), or `up` "
+            "with `disk` `full` (SQLite: the database's disk takes no writes; `Retry-After`) "
+            "or an old schema revision",
             "content": {"application/problem+json": {}},
         }
     },
 )
 async def readyz(request: Request, settings: SettingsDep) -> dict[str, Any]:
-    """The database answers and its schema is at the migration head; answers within 2 s
-    (a database that does not answer in time is reported ``down``)."""
+    """The database answers, its schema is at the migration head and (SQLite) the disk
+    of the database file takes writes; answers within 2 s (a database that does not
+    answer in time is reported ``down``)."""
     state = request.app.state
     if getattr(state, "probe_engine", None) is None:
         url = settings.database_url
@@ -45,7 +48,8 @@ async def readyz(request: Request, settings: SettingsDep) -> dict[str, Any]:
         # An in-memory database exists only behind the app's own engine.
         state.probe_engine = state.engine if in_memory else make_probe_engine(url, timeout_s=1.0)
         state.probe_limiter = anyio.CapacityLimiter(4)
-    found = await check_readiness(state.probe_engine, state.probe_limiter)
+    min_free = settings.ready_min_free_mib * 2**20
+    found = await check_readiness(state.probe_engine, state.probe_limiter, min_free)
     return readiness_document(found, settings)
 
 

@@ -7,7 +7,9 @@ unreachable or overloaded database turns into a prompt error (the API answers 50
 
 * PostgreSQL: libpq ``connect_timeout``, ``statement_timeout`` (server side, set per
   connection), TCP keepalives and ``tcp_user_timeout`` (a dead peer is noticed within
-  about ``connect_timeout_s`` instead of the kernel's minutes), ``pool_pre_ping``.
+  about ``connect_timeout_s`` instead of the kernel's minutes), ``pool_pre_ping``, and
+  a client-side bound on every answer (:mod:`coordinator.db.bounded`): a database that
+  accepts connections but never answers gives an error, not a hang.
 * SQLite: the busy timeout (``statement_timeout_s``: how long a statement waits for
   the write lock), WAL, foreign keys on.
 """
@@ -20,6 +22,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+from coordinator.db.bounded import bound_answers
 
 __all__ = ["DatabaseLimits", "make_engine", "make_probe_engine", "make_sessionmaker"]
 
@@ -92,7 +96,7 @@ def make_engine(url: str, *, echo: bool = False, limits: DatabaseLimits | None =
     limits = limits or DatabaseLimits()
     if url.startswith("sqlite"):
         return _sqlite_engine(url, echo, limits, pooled=True)
-    return create_engine(
+    engine = create_engine(
         url,
         echo=echo,
         pool_pre_ping=True,
@@ -100,6 +104,16 @@ def make_engine(url: str, *, echo: bool = False, limits: DatabaseLimits | None =
         max_overflow=limits.max_overflow,
         pool_timeout=limits.pool_timeout_s,
         connect_args=_postgres_connect_args(limits),
+    )
+    _bound(engine, limits)
+    return engine
+
+
+def _bound(engine: Engine, limits: DatabaseLimits) -> None:
+    bound_answers(
+        engine,
+        connect_timeout_s=limits.connect_timeout_s,
+        statement_timeout_s=limits.statement_timeout_s,
     )
 
 
@@ -118,7 +132,9 @@ def make_probe_engine(url: str, *, timeout_s: float = 1.0) -> Engine:
     )
     if url.startswith("sqlite"):
         return _sqlite_engine(url, False, limits, pooled=False)
-    return create_engine(url, poolclass=NullPool, connect_args=_postgres_connect_args(limits))
+    engine = create_engine(url, poolclass=NullPool, connect_args=_postgres_connect_args(limits))
+    _bound(engine, limits)
+    return engine
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -10,7 +10,8 @@ LOCKED`` and are woken by ``LISTEN/NOTIFY``. Every connection of the job system 
   jobs collapse on their queueing lock (``AlreadyEnqueued`` is success).
 * :func:`run_worker` runs a procrastinate worker on the ``secfpp`` queue until it is
   cancelled, restarting it after a failure (a database outage stops procrastinate's
-  worker), and next to it the recovery of stalled jobs: every ``heartbeat_s`` it looks
+  worker) as soon as the database answers again (probed every :data:`RESTART_CAP_S`),
+  and next to it the recovery of stalled jobs: every ``heartbeat_s`` it looks
   for jobs in ``doing`` whose worker sent no heartbeat for ``stalled_s`` (the worker
   died: SIGKILL, machine lost) and puts them back to ``todo``; a stalled job whose round
   already has a waiting job is deleted instead (the waiting one does the same work).
@@ -31,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 import procrastinate
+import psycopg
 import psycopg_pool
 from procrastinate import exceptions as pexc
 from procrastinate.job_context import JobContext
@@ -69,9 +71,18 @@ QUEUE = "secfpp"
 DRIVE_ROUND = "secfpp.drive_round"
 CHECK_DEADLINES = "secfpp.check_deadlines"
 RUNTIME_KEY = "secfpp_runtime"
-RETRY = procrastinate.RetryStrategy(max_attempts=10, wait=5, linear_wait=5)
-"""A failed ``drive_round`` (database hiccup, bug) runs again after 5, 10, 15, ... s, ten
-times; after that the next pass that finds the decode due queues a new job."""
+RETRY = procrastinate.RetryStrategy(max_attempts=30, wait=2)
+"""A failed ``drive_round`` (database hiccup, bug) runs again every 2 s, 30 times (a
+minute); after that the next pass that finds the decode due queues a new job. Short and
+constant: a retry scheduled far ahead holds the round's queueing lock, so the decode
+after an outage waited for it (5, 10, 15, ... s before)."""
+RESTART_CAP_S = 2.0
+"""Longest wait before a stopped worker is started again (backoff 0.25, 0.5, 1, 2, 2, ...
+s): the worker is back within about this long after the database is (it was 30 s)."""
+RECONNECT_TIMEOUT_S = 5.0
+"""psycopg_pool's ``reconnect_timeout`` of the queueing pool (see :class:`PostgresJobs`)."""
+RESTART_LOG_EVERY_S = 60.0
+"""While the worker keeps failing, one warning per this many seconds."""
 
 
 class JobQueueUnavailableError(RuntimeError):
@@ -122,6 +133,10 @@ class PostgresJobs:
             timeout=pool_timeout_s,
             kwargs=connection_kwargs(connect_timeout_s),
             check=psycopg_pool.ConnectionPool.check_connection,
+            # Give up a failing reconnection soon: the next getconn then connects at once
+            # instead of waiting out the backoff of attempts that began in an outage
+            # (after 2 minutes down, the next attempt could be 2 minutes away).
+            reconnect_timeout=RECONNECT_TIMEOUT_S,
             name="secfpp-jobs-defer",
         )
         self.app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
@@ -233,6 +248,7 @@ def build_worker_app(database_url: str, options: WorkerOptions) -> procrastinate
         min_size=1,
         max_size=options.concurrency + 3,  # jobs, LISTEN, heartbeat and fetches
         kwargs=connection_kwargs(options.connect_timeout_s),
+        reconnect_timeout=RECONNECT_TIMEOUT_S,  # see PostgresJobs
         name="secfpp-jobs-worker",
     )
     app = procrastinate.App(connector=connector)
@@ -273,37 +289,168 @@ async def _recover_forever(app: procrastinate.App, options: WorkerOptions) -> No
 
 async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOptions) -> None:
     """Run a worker (and the stalled-job recovery) until cancelled; a worker that
-    stops for any other reason (database outage) is started again after a backoff."""
-    backoff = 1.0
+    stops for any other reason (database outage) is started again as soon as the
+    database answers (probed every :data:`RESTART_CAP_S`), and a worker that lost the
+    database is replaced by a fresh one when it answers again (:func:`watch_database`;
+    the old one shuts down in the background)."""
+    restarts = _Restarts(options.name, asyncio.get_running_loop().time)
     while True:
+        if restarts.down_since is not None and not await database_answers(
+            database_url, options.connect_timeout_s
+        ):
+            # Opening procrastinate's pool on a dead database waits up to 30 s while its
+            # reconnect attempts back off: probe with one connection instead, and open
+            # the worker only once the database answers.
+            restarts.failed("waiting for the database")
+            await asyncio.sleep(restarts.next_wait())
+            continue
         app = build_worker_app(database_url, options)
+        retired = False
         try:
             await app.open_async()
-            await _work(app, runtime, options)
-            backoff = 1.0
+            restarts.running()
+            stale = await _work_while_connected(app, runtime, options, database_url)
+            if stale is not None:
+                # Its graceful shutdown waits on connections of the outage (17 s seen):
+                # let it finish in the background and start a fresh worker now.
+                _retire(app, stale)
+                retired = True
+                restarts.failed("lost the database, which answers again")
+                continue
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 # procrastinate's worker absorbs the cancellation while it shuts down
                 # gracefully and returns: that is a stop, not an outage to restart after
                 raise asyncio.CancelledError
-            log.warning("job worker %s stopped; starting it again", options.name)
+            restarts.failed("stopped")
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            log.warning(
-                "job worker %s failed (%s: %s); starting it again in %.0f s",
-                options.name,
-                type(err).__name__,
-                err,
-                backoff,
-            )
+            restarts.failed(f"failed ({type(err).__name__}: {err})")
         finally:
             # Also when cancelled half-way through opening: an unclosed pool leaves
             # tasks on the event loop that keep it from closing.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(app.close_async(), timeout=10)
-        await asyncio.sleep(backoff)
-        backoff = min(2 * backoff, 30.0)
+            if not retired:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(app.close_async(), timeout=10)
+        await asyncio.sleep(restarts.next_wait())
+
+
+_RETIRED: set[asyncio.Task[None]] = set()
+"""Workers replaced after an outage, still shutting down (referenced until done)."""
+
+
+def _retire(app: procrastinate.App, work: asyncio.Task[None]) -> None:
+    async def finish() -> None:
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(work, timeout=60)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(app.close_async(), timeout=10)
+
+    task = asyncio.create_task(finish())
+    _RETIRED.add(task)
+    task.add_done_callback(_RETIRED.discard)
+
+
+async def _work_while_connected(
+    app: procrastinate.App, runtime: JobRuntime, options: WorkerOptions, database_url: str
+) -> asyncio.Task[None] | None:
+    """Run the worker (:func:`_work`) and beside it :func:`watch_database`. None when the
+    worker returned by itself; when the watch saw the database fail and answer again
+    (procrastinate's pool may still be backing off its reconnections, and its worker
+    waits on connections of the outage), the worker's task, cancelled and still
+    shutting down. The worker's errors and a cancellation propagate."""
+    work = asyncio.create_task(_work(app, runtime, options))
+    watch = asyncio.create_task(watch_database(database_url, options.connect_timeout_s))
+    try:
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        watch.cancel()
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work
+        raise
+    if not work.done():
+        work.cancel()
+        return work
+    watch.cancel()
+    with contextlib.suppress(BaseException):
+        await watch
+    work.result()  # raises the worker's error
+    return None
+
+
+async def watch_database(database_url: str, connect_timeout_s: int) -> None:
+    """Return once the database, having failed a probe, answers again (one
+    :func:`database_answers` probe per :data:`RESTART_CAP_S`)."""
+    failed = False
+    while True:
+        if not await database_answers(database_url, connect_timeout_s):
+            failed = True
+        elif failed:
+            return
+        await asyncio.sleep(RESTART_CAP_S)
+
+
+async def database_answers(database_url: str, connect_timeout_s: int) -> bool:
+    """Does the database accept a connection and answer ``SELECT 1`` within
+    ``connect_timeout_s`` (each)?"""
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            conninfo(database_url), **connection_kwargs(connect_timeout_s)
+        )
+    except (psycopg.Error, OSError):
+        return False
+    try:
+        await asyncio.wait_for(conn.execute("SELECT 1"), timeout=max(1, connect_timeout_s))
+    except (psycopg.Error, OSError, TimeoutError):
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.close(), timeout=1)
+    return True
+
+
+class _Restarts:
+    """Backoff and log lines of a worker that stops and is started again.
+
+    Waits double from 0.25 s up to :data:`RESTART_CAP_S`. One warning when the worker
+    first fails, then at most one per :data:`RESTART_LOG_EVERY_S` while it keeps
+    failing, and one when it runs again (with how long it was down)."""
+
+    def __init__(self, name: str, monotonic: Callable[[], float]) -> None:
+        self.name = name
+        self.monotonic = monotonic
+        self.wait_s = RESTART_CAP_S / 8
+        self.down_since: float | None = None
+        self.last_logged = 0.0
+
+    def failed(self, what: str) -> None:
+        now = self.monotonic()
+        if self.down_since is None:
+            self.down_since = self.last_logged = now
+            log.warning("job worker %s %s; starting it again", self.name, what)
+        elif now - self.last_logged >= RESTART_LOG_EVERY_S:
+            self.last_logged = now
+            log.warning(
+                "job worker %s still down after %.0f s (%s)", self.name, now - self.down_since, what
+            )
+        else:
+            log.debug("job worker %s %s", self.name, what)
+
+    def next_wait(self) -> float:
+        wait, self.wait_s = self.wait_s, min(2 * self.wait_s, RESTART_CAP_S)
+        return wait
+
+    def running(self) -> None:
+        if self.down_since is not None:
+            log.warning(
+                "job worker %s running again after %.0f s",
+                self.name,
+                self.monotonic() - self.down_since,
+            )
+        self.down_since = None
+        self.wait_s = RESTART_CAP_S / 8
 
 
 async def _work(app: procrastinate.App, runtime: JobRuntime, options: WorkerOptions) -> None:

@@ -19,6 +19,8 @@ import signal
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from crypto.cli_help import DefaultsHelpFormatter
+
 __all__ = ["worker_main"]
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,9 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     """Run decode and deadline jobs from the PostgreSQL job queue until stopped."""
     from coordinator.settings import get_settings
 
-    parser = argparse.ArgumentParser(prog="secfpp-worker", description=worker_main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="secfpp-worker", description=worker_main.__doc__, formatter_class=DefaultsHelpFormatter
+    )
     parser.add_argument("--database-url", help="default: settings.database_url")
     parser.add_argument(
         "--concurrency", type=int, help="jobs run at once (default: settings.jobs_concurrency)"

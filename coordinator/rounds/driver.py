@@ -26,7 +26,10 @@ cached per process (a federation's config never changes after creation).
 
 Outages: a stage whose deadline passed while this process was not running, or while
 the database was unreachable, gets ``grace_s`` more seconds from the moment the
-database answered again before missing uploads count as dropouts.
+database answered again before missing uploads count as dropouts. Failures and answers
+form outage episodes with hysteresis: one warning when an episode begins, one when the
+database has answered for ``OUTAGE_SETTLE_S`` without a failure; a failure inside that
+window continues the episode (the grace then runs from the next answer).
 
 Decodes off the request path: with a job queue (``jobs``, :mod:`coordinator.jobs`) a
 pass never decodes. When the clustering decode (stage ``clustering``) or the
@@ -192,6 +195,9 @@ def _result_senders(session: Session, round_id: str, stage: Stage) -> set[int]:
 class RoundDriver:
     """Advances rounds; safe to run in several threads and processes at once."""
 
+    OUTAGE_SETTLE_S = 5.0
+    """An outage episode ends once the database has answered this long without a failure."""
+
     def __init__(
         self,
         sessions: sessionmaker[Session],
@@ -215,6 +221,11 @@ class RoundDriver:
         self.resumed_at = clock()
         """When this process last started talking to a reachable database."""
         self._outage = False
+        """An outage episode is open (see :meth:`note_outage`)."""
+        self._outage_since: datetime | None = None
+        self._streak_since: datetime | None = None
+        """During an episode: the first answer since the last failure (None: failing)."""
+        self._outage_lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
         self._flights_lock = threading.Lock()
         self._settled: dict[str, tuple[int, datetime]] = {}
@@ -228,10 +239,17 @@ class RoundDriver:
 
     # -- outages -------------------------------------------------------------------------
     def note_outage(self) -> None:
-        """The database failed a request: the next successful read restarts the grace."""
-        if not self._outage:
-            log.warning("database unavailable; stage deadlines get %.0f s grace", self.grace_s)
-        self._outage = True
+        """The database failed a request: an outage episode begins (one warning) or goes
+        on (a failure while the database had answered for less than ``OUTAGE_SETTLE_S``
+        since the last failure is the same episode: no new warning)."""
+        with self._outage_lock:
+            self._streak_since = None
+            if self._outage:
+                log.debug("database still unavailable")
+                return
+            self._outage = True
+            self._outage_since = self.clock()
+        log.warning("database unavailable; stage deadlines get %.0f s grace", self.grace_s)
 
     def adopt_resumed_at(self, resumed_at: datetime) -> None:
         """Take a later restart or reconnection time (of the process that queued a
@@ -241,13 +259,33 @@ class RoundDriver:
             self._settled.clear()  # the memos' deadlines moved
 
     def _database_answered(self) -> None:
-        if self._outage:
+        """The database answered. During an outage episode the grace runs from the first
+        answer after the last failure (``resumed_at``); the episode ends, with one
+        warning, once the database has answered for ``OUTAGE_SETTLE_S`` without a
+        failure (hysteresis: a flapping database gives one pair of warnings, not one per
+        flap)."""
+        if not self._outage:
+            return
+        with self._outage_lock:
+            if not self._outage:
+                return
+            now = self.clock()
+            if self._streak_since is None:
+                self._streak_since = now
+                self.resumed_at = now
+                self._settled.clear()  # the memos' deadlines moved
+                return
+            if (now - self._streak_since).total_seconds() < self.OUTAGE_SETTLE_S:
+                return
             self._outage = False
-            self.resumed_at = self.clock()
-            log.warning(
-                "database reachable again; overdue stages stay open until %s",
-                (self.resumed_at + timedelta(seconds=self.grace_s)).isoformat(),
-            )
+            lasted = (
+                self._streak_since - (self._outage_since or self._streak_since)
+            ).total_seconds()
+        log.warning(
+            "database reachable again (unavailable for %.0f s); overdue stages stay open until %s",
+            lasted,
+            (self.resumed_at + timedelta(seconds=self.grace_s)).isoformat(),
+        )
 
     # -- caches --------------------------------------------------------------------------
     def settled(self, round_id: str, version: int) -> bool:

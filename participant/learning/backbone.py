@@ -26,6 +26,7 @@ import open_clip
 import torch
 from torch import nn
 
+from participant.learning.checkpoints import check_checkpoint_shapes
 from participant.learning.errors import BackboneLoadError
 from participant.learning.runtime import autocast, resolve_device
 
@@ -320,6 +321,8 @@ def load_backbone(
             "directory (--pretrained). A randomly initialised backbone is refused; tests "
             "may allow one explicitly (--allow-random-weights-for-testing)"
         )
+    if weights is not None and Path(weights).is_file():
+        check_checkpoint_shapes(Path(weights), name_for_open_clip, model)
     try:
         with _seeded(init_seed):
             clip_model, _, preprocess = open_clip.create_model_and_transforms(

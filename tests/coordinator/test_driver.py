@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
@@ -86,7 +87,48 @@ def test_a_database_reconnect_restarts_the_grace(clock: Any) -> None:
     clock.advance(50)
     driver._database_answered()
     assert driver.resumed_at == started + timedelta(seconds=150)
+    assert driver._outage  # the episode ends after OUTAGE_SETTLE_S of answers
+    clock.advance(RoundDriver.OUTAGE_SETTLE_S)
+    driver._database_answered()
+    assert driver.resumed_at == started + timedelta(seconds=150)
     assert not driver._outage
+
+
+def test_a_flapping_database_gives_one_pair_of_warnings(
+    clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Answers and failures that alternate faster than OUTAGE_SETTLE_S are one outage:
+    one "unavailable" and one "reachable again" warning (before: one pair per flap), and
+    the grace runs from the first answer after the last failure."""
+    driver = RoundDriver(sessions=None, clock=clock, metrics=None, grace_s=60)  # type: ignore[arg-type]
+    start = driver.resumed_at
+    with caplog.at_level("WARNING", logger="coordinator.rounds.driver"):
+        driver.note_outage()
+        for _ in range(20):  # a 5-minute outage in which the database answers now and then
+            clock.advance(7)
+            driver._database_answered()
+            clock.advance(1)
+            driver._database_answered()
+            clock.advance(7)
+            driver.note_outage()
+        clock.advance(2)
+        driver._database_answered()  # the database is back for good
+        back = clock()
+        for _ in range(10):
+            clock.advance(1)
+            driver._database_answered()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("database unavailable")
+    assert warnings[1].startswith("database reachable again (unavailable for 302 s)")
+    assert driver.resumed_at == back
+    assert driver.resumed_at - start == timedelta(seconds=302)
+    assert not driver._outage
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="coordinator.rounds.driver"):
+        clock.advance(100)
+        driver.note_outage()  # a new outage after a settled recovery is a new episode
+    assert next(r.getMessage() for r in caplog.records).startswith("database unavailable")
 
 
 def test_passes_over_one_round_are_single_flight(

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from bench.loadsim import FixedTrainer
 from crypto.rng import DeterministicRandom
@@ -217,7 +218,9 @@ def summary(admin: Admin, fid: str, number: int, states: list[StateDir]) -> dict
 
 
 class TcpProxy:
-    """A loopback TCP proxy that can be cut (every connection closed, new ones refused)."""
+    """A loopback TCP proxy that can be cut (every connection closed, new ones refused)
+    or stalled (connections stay open and new ones are accepted, but nothing is relayed
+    until :meth:`resume`: a hung database)."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
@@ -227,6 +230,16 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
+
+    def stall(self) -> None:
+        """The database hangs: bytes are received but held, in both directions."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """The database answers again: held bytes are relayed, then everything flows."""
+        self._flowing.set()
 
     def start(self) -> None:
         listener = socket.socket()
@@ -272,6 +285,7 @@ class TcpProxy:
     def _pump(self, source: socket.socket, target: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self._flowing.wait()
                 target.sendall(data)
         except OSError:
             pass
@@ -280,6 +294,15 @@ class TcpProxy:
                 _close(conn)
                 with self._lock:
                     self._open.discard(conn)
+
+
+def proxy_to(database_url: str) -> tuple[TcpProxy, str]:
+    """A started :class:`TcpProxy` to the database of ``database_url``, and the URL that
+    reaches the database through it."""
+    url = make_url(database_url)
+    proxy = TcpProxy((url.host or "127.0.0.1", url.port or 5432))
+    proxy.start()
+    return proxy, url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
 
 
 def _close(conn: socket.socket) -> None:
@@ -294,11 +317,13 @@ class Kit:
     Admin = Admin
     Daemons = Daemons
     TcpProxy = TcpProxy
+    proxy_to = staticmethod(proxy_to)
     federation_body = staticmethod(federation_body)
     enroll_states = staticmethod(enroll_states)
     make_engine = staticmethod(make_engine)
     summary = staticmethod(summary)
     SERVER_ENV = SERVER_ENV
+    ADMIN_TOKEN = ADMIN_TOKEN
     ENDED = ENDED
     N = N
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from participant.daemon import EXIT_CONFIG, EXIT_MISMATCH, EXIT_REVOKED
@@ -106,3 +107,32 @@ def test_damaged_foreign_and_revoked_state(enrolled: list[StateDir]) -> None:
     result = _run_cli(state.root)
     assert result.returncode == EXIT_REVOKED
     assert "rejected this participant's API token (401" in _one_error_line(result)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_deleted_rounds_and_missing_learner_state_are_refused(enrolled: list[StateDir]) -> None:
+    """``rounds/`` deleted after the daemon worked on a round: refused (it went on with a
+    fresh local prompt); a trained round without ``state-global.npy``: one line naming the
+    file and the fix (it ended in "Argument 'state' must have keys ['global', 'local']")."""
+    state = enrolled[0]
+    state.save_progress({"round": 1, "stage": "sharing"})
+    before = _digest(state.root)
+    result = _run_cli(state.root)
+    assert result.returncode == EXIT_CONFIG
+    line = _one_error_line(result)
+    assert f"{state.root / 'rounds'} is missing although" in line
+    assert "Restore it from a backup" in line
+    assert _digest(state.root) == before
+
+    state.write_json(
+        "rounds/1/progress.json", {"trained": True, "state_arrays": ["global", "local"]}
+    )
+    state.write_array("rounds/1/state-local.npy", np.zeros((2, 4), dtype=np.float32))
+    before = _digest(state.root)
+    result = _run_cli(state.root)
+    assert result.returncode == EXIT_CONFIG
+    line = _one_error_line(result)
+    missing = state.root / "rounds" / "1" / "state-global.npy"
+    assert f"{missing} does not exist: restore it from a backup" in line
+    assert "must have keys" not in line
+    assert _digest(state.root) == before

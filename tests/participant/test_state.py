@@ -242,3 +242,58 @@ def test_enrollment_check_names_every_mismatch(field: str, value: object, said: 
         check_enrollment(IDENTITY, _public(private), me)
     assert said in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_missing_rounds_folder_of_an_enrollment_that_worked_is_refused(tmp_path: Path) -> None:
+    """Deleting ``rounds/`` used to let the daemon go on with a fresh local prompt."""
+    state = _enrolled(tmp_path / "state")
+    for path in sorted((state.root / "rounds").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    (state.root / "rounds").rmdir()
+    with pytest.raises(StateError) as raised:
+        state.check()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"{state.root / 'rounds'} is missing although")
+    assert "records round 1" in message
+    assert "Restore it from a backup" in message
+    assert "enroll again into a new state directory" in message
+
+
+def test_a_new_enrollment_needs_no_rounds_folder(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state")
+    state.save_identity(IDENTITY, b"k" * 32)
+    assert state.check() == IDENTITY
+    assert state.trained_state() == {}
+
+
+def _trained(root: Path) -> StateDir:
+    state = _enrolled(root)
+    state.write_json(
+        "rounds/1/progress.json", {"trained": True, "state_arrays": ["global", "local"]}
+    )
+    state.write_array("rounds/1/state-global.npy", np.ones(3))
+    state.write_array("rounds/1/state-local.npy", np.full(3, 2.0))
+    state.write_json("rounds/2/progress.json", {"trained": False})
+    return state
+
+
+def test_trained_state_is_the_last_trained_round(tmp_path: Path) -> None:
+    state = _trained(tmp_path / "state")
+    arrays = state.trained_state()
+    assert sorted(arrays) == ["global", "local"]
+    np.testing.assert_array_equal(arrays["local"], np.full(3, 2.0))
+
+
+@pytest.mark.parametrize("name", ["global", "local"])
+def test_missing_state_array_names_the_file_and_the_fix(tmp_path: Path, name: str) -> None:
+    """It used to end in the learner's "Argument 'state' must have keys ['global', 'local']"."""
+    state = _trained(tmp_path / "state")
+    path = state.root / f"rounds/1/state-{name}.npy"
+    path.unlink()
+    with pytest.raises(StateError) as raised:
+        state.check()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path} does not exist: restore it from a backup")
+    assert f"delete {state.root / 'rounds' / '1'}" in message

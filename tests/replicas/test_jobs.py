@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -326,3 +327,75 @@ def test_a_cancelled_worker_that_returns_quietly_stops_instead_of_restarting(
 
     asyncio.run(scenario())
     assert starts == [1]
+
+
+def test_the_worker_runs_again_within_seconds_of_a_database_outage(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A simulated 7.5 s outage: every worker start fails while the database is down. The
+    worker must run again within RESTART_CAP_S (+ scheduling slack) of the recovery, and
+    log one warning when it stops and one when it runs again, not one per attempt. (The
+    backoff used to double up to 30 s: after this outage the restart came 7.5 s late,
+    after a 5-minute outage up to 30 s.)"""
+    from coordinator.jobs import postgres
+
+    outage_s = 7.5
+    began = time.monotonic()
+    runs: list[float] = []
+
+    def down() -> bool:
+        return time.monotonic() - began < outage_s
+
+    class FakeApp:
+        async def open_async(self) -> None:
+            if down():
+                raise psycopg.OperationalError("connection refused")
+
+        async def close_async(self) -> None:
+            return None
+
+    async def work(app: Any, runtime: Any, options: Any) -> None:
+        if down():
+            raise psycopg.OperationalError("server closed the connection")
+        runs.append(time.monotonic())
+        await asyncio.sleep(3600)
+
+    async def answers(url: str, timeout_s: int) -> bool:
+        return not down()
+
+    monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: FakeApp())
+    monkeypatch.setattr(postgres, "_work", work)
+    monkeypatch.setattr(postgres, "database_answers", answers)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
+        )
+        while not runs and time.monotonic() - began < outage_s + 40:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    with caplog.at_level("DEBUG", logger="coordinator.jobs.postgres"):
+        asyncio.run(scenario())
+    assert runs, "the worker never ran again"
+    assert runs[0] - (began + outage_s) < postgres.RESTART_CAP_S + 0.5
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("job worker w failed (OperationalError")
+    assert warnings[1].startswith("job worker w running again after")
+
+
+@pytest.mark.postgres
+def test_database_answers_probe(pg_db_url: str) -> None:
+    from coordinator.jobs.postgres import database_answers
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = int(probe.getsockname()[1])
+    nowhere = f"postgresql+psycopg://postgres@127.0.0.1:{closed}/nowhere"
+    started = time.monotonic()
+    assert not asyncio.run(database_answers(nowhere, 1))
+    assert time.monotonic() - started < 2
+    assert asyncio.run(database_answers(pg_db_url, 2))

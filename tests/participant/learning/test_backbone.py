@@ -140,3 +140,65 @@ def test_configure_threads() -> None:
             configure_threads(0)
     finally:
         torch.set_num_threads(before)
+
+
+def _config_with(tmp_path: Path, name: str, patch_size: int) -> str:
+    """Register a TINY_CONFIG variant ``name`` whose image grid differs (``patch_size``)."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    config = json.loads(json.dumps(TINY_CONFIG))
+    config["vision_cfg"]["patch_size"] = patch_size
+    (folder / f"{name}.json").write_text(json.dumps(config))
+    open_clip.add_model_config(folder)
+    return name
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_checkpoint_of_another_shape_names_model_and_file(
+    tiny_model_name: str, tmp_path: Path, suffix: str
+) -> None:
+    """The ViT-L-14-as-ViT-B-16 case in small: an fp16 checkpoint of the same architecture
+    with another patch grid (4x4 patches of 8 px vs 8x8 of 4 px). open_clip alone tries to
+    resize the position embedding and fails in torch ("not implemented for 'Half'")."""
+    other = _config_with(tmp_path, "h8-tiny-patch4", patch_size=4)
+    state = {k: v.half() for k, v in open_clip.create_model(other).state_dict().items()}
+    path = tmp_path / f"other-shape{suffix}"
+    if suffix == ".pt":
+        torch.save(state, path)
+    else:
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+    with pytest.raises(BackboneLoadError) as caught:
+        load_backbone(tiny_model_name, str(path), device="cpu")
+    message = str(caught.value)
+    assert message.startswith(f"checkpoint {path} does not match model '{tiny_model_name}'")
+    assert "2 of its tensors have other shapes" in message
+    assert "visual.conv1.weight is [32, 3, 4, 4], the model's is [32, 3, 8, 8]" in message
+    assert "visual.positional_embedding is [65, 32], the model's is [17, 32]" in message
+    assert "Half" not in message
+    assert "\n" not in message
+
+
+def test_checkpoint_shape_check_accepts_the_model_own_fp16_checkpoint(
+    tiny_backbone: Backbone, tmp_path: Path
+) -> None:
+    """``module.``-prefixed, fp16 and wrapped in ``state_dict``: still the model's shapes."""
+    path = tmp_path / "wrapped.pt"
+    state = {f"module.{k}": v.half() for k, v in tiny_backbone.model.state_dict().items()}
+    torch.save({"state_dict": state}, path)
+    loaded = load_backbone(tiny_backbone.name, str(path), device="cpu")
+    assert loaded.model.visual.positional_embedding.shape == (17, 32)
+
+
+def test_shape_check_logs_nothing_about_its_throwaway_model(
+    tiny_backbone: Backbone, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The meta-device build must not log open_clip's "Model initialized randomly"."""
+    from participant.learning.checkpoints import check_checkpoint_shapes
+
+    path = tmp_path / "own.pt"
+    torch.save(tiny_backbone.model.state_dict(), path)
+    with caplog.at_level("DEBUG"):
+        check_checkpoint_shapes(path, tiny_backbone.name)
+    assert [r.getMessage() for r in caplog.records] == []
