@@ -40,6 +40,7 @@ __all__ = [
     "MAX_EPSILON_BUDGET",
     "MAX_INIT_STD",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_TOKENS",
     "MAX_LR_GLOBAL",
     "MAX_MERGE_FACTOR",
     "MAX_NOISE_MULTIPLIER",
@@ -112,6 +113,12 @@ MAX_ENROLLMENT_TTL_S: Final = 365 * DAY_S
 
 MAX_JSON_DEPTH: Final = 32
 """Nesting of a JSON request body (the deepest document the API takes has depth 4)."""
+
+MAX_JSON_TOKENS: Final = 2**18
+"""JSON punctuation (``"[]{},:``) in a request body: every object a parse creates starts
+at one, so this bounds the parsed document to 262,144 objects (a few MB). The largest
+document the API takes, a share upload of 4,096 envelopes, has about 17 per envelope
+(70,000 in all); any other has at most a few thousand."""
 
 PAGE_LIMIT_DEFAULT: Final = 50
 MAX_PAGE_LIMIT: Final = 200

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import SessionDep, require_admin
 from coordinator.api.models import (
     FederationOut,
@@ -48,6 +49,7 @@ Page = tuple[Sequence[T], str | None]  # one page of items and the next page's c
 router = APIRouter(
     prefix="/v1/federations",
     tags=["admin"],
+    route_class=GuardedRoute,
     dependencies=[Depends(require_admin)],
     responses=problems("invalid_token"),
 )

@@ -10,13 +10,14 @@ from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
 
 from coordinator.api.availability import check_readiness, readiness_document
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import MetricsDep, SessionDep, SettingsDep
 from coordinator.db.engine import make_probe_engine
 from coordinator.db.models import Round
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["ops"])
+router = APIRouter(tags=["ops"], route_class=GuardedRoute)
 
 
 @router.get("/healthz", summary="Liveness: the process answers")

@@ -26,6 +26,7 @@ from coordinator.admin_tokens import (
     list_admin_tokens,
     revoke_admin_token,
 )
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import AdminDep, Now, SessionDep, SettingsDep, require_admin
 from coordinator.api.openapi import problems
 from coordinator.api.params import (
@@ -65,6 +66,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(
     tags=["tokens"],
+    route_class=GuardedRoute,
     dependencies=[Depends(require_admin)],
     responses=problems("invalid_token", "rate_limited"),
 )
