@@ -79,6 +79,9 @@ ParticipantId = Annotated[
         examples=["0d4f6c1a-2b3e-4f5a-8c9d-7e6f5a4b3c2d"],
     ),
 ]
+# The route's path says ``{token_id:int}``: only digits reach it, so its literal sibling
+# ``.../enrollment-tokens/revoke-unused`` is not also taken by it (that path's ``Allow``
+# lists only its own methods, and ``DELETE .../revoke-unused`` is 405, not 422).
 TokenId = Annotated[
     int,
     Path(
@@ -229,7 +232,7 @@ def enrollment_tokens(
 
 
 @router.delete(
-    "/v1/federations/{federation_id}/enrollment-tokens/{token_id}",
+    "/v1/federations/{federation_id}/enrollment-tokens/{token_id:int}",
     summary="Revoke one enrollment token that was not redeemed",
     responses=problems("federation_not_found", "token_not_found", "token_used"),
 )
