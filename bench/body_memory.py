@@ -117,25 +117,27 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 async def _request(
     port: int, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
 ) -> tuple[int, bytes]:
-    """One request on its own connection (``Connection: close``)."""
+    """One request on its own connection; the body is sent in 256 KiB slices while the
+    answer is awaited, and sending stops once it arrived (a server that refuses a body
+    early answers before reading it). Status 0: the connection was reset first."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = asyncio.ensure_future(_read_response(reader))
     try:
-        fields = {
-            "Host": "127.0.0.1",
-            "Connection": "close",
-            "Content-Length": str(len(body)),
-            **(headers or {}),
-        }
+        fields = {"Host": "127.0.0.1", "Content-Length": str(len(body)), **(headers or {})}
         head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
         writer.write(head.encode() + b"\r\n")
-        writer.write(body)
-        with contextlib.suppress(ConnectionError):  # the server may answer before reading
-            await writer.drain()
+        with contextlib.suppress(ConnectionError):
+            for start in range(0, len(body), 2**18):
+                if answer.done():
+                    break
+                writer.write(body[start : start + 2**18])
+                await writer.drain()
         try:
-            return await _read_response(reader)
+            return await answer
         except (ConnectionError, asyncio.IncompleteReadError):
-            return 0, b""  # reset: the server closed while the body was still being sent
+            return 0, b""
     finally:
+        answer.cancel()
         writer.close()
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
