@@ -85,8 +85,20 @@ async def app_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 # Bearer schemes (None when the header is absent: the token check answers 401, not FastAPI).
-admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken")
-_participant_bearer = HTTPBearer(auto_error=False, scheme_name="ParticipantToken")
+admin_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="AdminToken",
+    description="An admin credential: the coordinator's settings token (SECFPP_ADMIN_TOKEN) "
+    "or a named admin token (`sfa_` + 43 base64url characters) from POST /v1/admin/tokens. "
+    "Checked before the request body is read; a missing, wrong or revoked token is 401.",
+)
+_participant_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ParticipantToken",
+    description="A participant's API token (`sfp_` + 43 base64url characters), returned once "
+    "by POST /v1/enroll or by a rotation. Checked before the request body is read; a "
+    "missing, wrong or revoked token is 401.",
+)
 
 
 def release(session: Session, *keep: object) -> None:

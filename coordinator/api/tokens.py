@@ -34,8 +34,8 @@ from coordinator.api.params import (
     Cursor,
     FederationId,
     PageLimit,
-    decode_cursor,
-    encode_cursor,
+    int_cursor,
+    read_int_cursor,
 )
 from coordinator.api.token_models import (
     AdminTokenCreate,
@@ -220,14 +220,14 @@ def enrollment_tokens(
     creation, expiry, state (`unused`, `used`, `expired`, `revoked`), who redeemed it and
     when. ``next_cursor`` is null on the last page."""
     get_federation(session, federation_id)
-    after = None if cursor is None else int(decode_cursor(cursor, (int,))[0])
+    after = None if cursor is None else read_int_cursor(cursor)
     rows = list_enrollment_tokens(
         session, federation_id, now, state=state, after=after, limit=limit + 1
     )
     page = rows[:limit]
     return EnrollmentTokenPage(
         items=[_enrollment_out(r, now) for r in page],
-        next_cursor=encode_cursor(page[-1].id) if len(rows) > limit else None,
+        next_cursor=int_cursor(page[-1].id) if len(rows) > limit else None,
     )
 
 
