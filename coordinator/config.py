@@ -49,9 +49,7 @@ class CodeSpecModel(_Frozen):
 class FieldSpecModel(_Frozen):
     """Field GF(prime), quantization scale ``2**bits`` and clip bound per entry."""
 
-    # ``< 2**62`` rather than ``<= 2**62 - 1``: the same integers, but the schema's bound
-    # is exact in a double, so a client computing with doubles never oversteps it.
-    prime: int = Field(ge=3, lt=limits.MAX_PRIME + 1)
+    prime: int = Field(ge=3, le=limits.MAX_PRIME)
     bits: int = Field(ge=0, le=52)
     clip: float = Field(gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)
 

@@ -8,7 +8,8 @@ Where the numbers come from:
   totals and warmup counts stop at ``INT32_MAX = 2**31 - 1``;
 * **JSON interoperability** (I-JSON, RFC 7493): public seeds stay below ``2**53`` so a
   client that parses numbers as IEEE doubles reads the same seed;
-* **the crypto core** (:mod:`crypto.params`): primes in ``(2, 2**62)`` (``MAX_PRIME``),
+* **the crypto core** (:mod:`crypto.params`): primes in ``(2, 2**62)``, of which the API
+  takes those up to ``2**62 - 512`` (``MAX_PRIME``, exact in a double),
   ``bits`` in ``[0, 52]`` (exact in float64), codes with ``K + T - 1 < N``;
 * **CLIP**: a text encoder has 77 positions, so no participant can train a prompt with
   more context vectors; the widest text transformers are 1280 wide, 4096 leaves room
@@ -71,8 +72,13 @@ MAX_PARTICIPANTS: Final = 1024
 MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
 """``K`` and ``T`` of an LCC code (``K + T - 1 < N`` is checked by the core)."""
 
-MAX_PRIME: Final = 2**62 - 1
-"""Largest field prime the core accepts (``crypto.field.MAX_PRIME`` is exclusive)."""
+MAX_PRIME: Final = 2**62 - 512
+"""Largest field prime the API accepts: the core takes primes below ``2**62``
+(``crypto.field.MAX_PRIME``), and ``2**62 - 512`` is the largest double below that, so
+every integer up to it stays at most it when a client holds it as a double (a JSON
+number near ``2**62`` written from a double would otherwise read as ``2**62``, which the
+server must refuse). The only primes left out are the 15 between ``2**62 - 512`` and
+``2**62`` (the largest, ``2**62 - 57``); the defaults use ``2**61 - 1``."""
 
 MAX_N_CTX: Final = 77
 """Context vectors of a prompt: CLIP's text encoder has 77 positions."""

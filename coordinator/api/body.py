@@ -371,12 +371,23 @@ class GuardedRoute(APIRoute):
     """True: the body is a form (``application/x-www-form-urlencoded``), read but not
     parsed by the guard."""
 
-    def get_route_handler(self) -> Handler:
-        handler = super().get_route_handler()
-        takes_body = self.body_field is not None or any(
+    @property
+    def takes_body(self) -> bool:
+        """Whether the route reads a body (a body parameter or a :func:`reads_body` one)."""
+        return self.body_field is not None or any(
             _hashable(c) and c in _BODY_READERS for c in _calls(self.dependant)
         )
-        gate = body_gate_of(self.dependant)
+
+    @property
+    def body_gate(self) -> BodyGate | None:
+        """The check made before its body is read (None: at most
+        :data:`UNAUTHENTICATED_MAX_BODY` from anyone)."""
+        return body_gate_of(self.dependant)
+
+    def get_route_handler(self) -> Handler:
+        handler = super().get_route_handler()
+        takes_body = self.takes_body
+        gate = self.body_gate
 
         async def guarded(request: Request) -> Response:
             if takes_body and _has_body(request.headers):

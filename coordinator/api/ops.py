@@ -22,7 +22,7 @@ router = APIRouter(tags=["ops"], route_class=GuardedRoute)
 @router.get("/healthz", summary="Liveness: the process answers")
 def healthz() -> Health:
     """The process is up."""
-    return Health()
+    return Health(status="ok")
 
 
 @router.get(

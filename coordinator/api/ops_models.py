@@ -12,7 +12,7 @@ __all__ = ["Health", "Readiness"]
 class Health(BaseModel):
     """``GET /healthz``: the process answers (nothing else is checked)."""
 
-    status: Literal["ok"] = "ok"
+    status: Literal["ok"]
 
 
 class Readiness(BaseModel):
@@ -21,6 +21,6 @@ class Readiness(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    status: Literal["ready"] = "ready"
+    status: Literal["ready"]
     database: Literal["up"] = Field(description="The database answered within 2 s.")
     revision: str = Field(description="The schema's Alembic revision (the head).")
