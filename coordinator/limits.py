@@ -9,7 +9,7 @@ Where the numbers come from:
 * **JSON interoperability** (I-JSON, RFC 7493): public seeds stay below ``2**53`` so a
   client that parses numbers as IEEE doubles reads the same seed;
 * **the crypto core** (:mod:`crypto.params`): primes in ``(2, 2**62)``, of which the API
-  takes those up to ``2**62 - 512`` (``MAX_PRIME``, exact in a double),
+  takes those up to ``4.6e18`` (``MAX_PRIME``, exact in a double and in its decimal),
   ``bits`` in ``[0, 52]`` (exact in float64), codes with ``K + T - 1 < N``;
 * **CLIP**: a text encoder has 77 positions, so no participant can train a prompt with
   more context vectors; the widest text transformers are 1280 wide, 4096 leaves room
@@ -72,13 +72,13 @@ MAX_PARTICIPANTS: Final = 1024
 MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
 """``K`` and ``T`` of an LCC code (``K + T - 1 < N`` is checked by the core)."""
 
-MAX_PRIME: Final = 2**62 - 512
-"""Largest field prime the API accepts: the core takes primes below ``2**62``
-(``crypto.field.MAX_PRIME``), and ``2**62 - 512`` is the largest double below that, so
-every integer up to it stays at most it when a client holds it as a double (a JSON
-number near ``2**62`` written from a double would otherwise read as ``2**62``, which the
-server must refuse). The only primes left out are the 15 between ``2**62 - 512`` and
-``2**62`` (the largest, ``2**62 - 57``); the defaults use ``2**61 - 1``."""
+MAX_PRIME: Final = 4_600_000_000_000_000_000
+"""Largest field prime the API accepts. The core takes primes below ``2**62``
+(``crypto.field.MAX_PRIME``); the API stops at ``4.6e18``, a round decimal that is exact
+in a double, so that a client holding a prime as a double and writing its shortest
+decimal (as JavaScript and many JSON libraries do) never writes more than the bound: at
+``2**62 - 1`` that decimal would read ``4611686018427387904``, which the core must
+refuse. The defaults are ``2**61 - 1`` and ``2**31 - 1``."""
 
 MAX_N_CTX: Final = 77
 """Context vectors of a prompt: CLIP's text encoder has 77 positions."""

@@ -144,30 +144,9 @@ def test_a_dashboard_form_needs_a_session_first(client: TestClient) -> None:
     assert ex.received == 0
 
 
-def test_nothing_is_parsed_for_an_unauthenticated_caller(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    parses: list[int] = []
-    inspect = body_module.inspect_body
-
-    def counted(*args: Any) -> Any:
-        parses.append(1)
-        return inspect(*args)
-
-    monkeypatch.setattr(body_module, "inspect_body", counted)
-    body = b"[" + b"[]," * 60_000 + b"[]]"
-    for path in ("/v1/federations", "/v1/participants/me/rounds/1/shares"):
-        r = client.post(path, content=body, headers={"Content-Type": "application/json"})
-        assert r.status_code == 401
-    assert parses == []
-    r = client.post("/v1/federations", json={"name": "x", "n_participants": 4}, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    assert parses == [1]  # a valid caller's body: parsed once
-
-
-def test_the_json_is_parsed_off_the_event_loop(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The threads in which the guard parsed a body, one entry per parse."""
     threads: list[int] = []
     inspect = body_module.inspect_body
 
@@ -176,6 +155,24 @@ def test_the_json_is_parsed_off_the_event_loop(
         return inspect(*args)
 
     monkeypatch.setattr(body_module, "inspect_body", recorded)
+    return threads
+
+
+def test_nothing_is_parsed_for_an_unauthenticated_caller(
+    client: TestClient, parses: list[int]
+) -> None:
+    body = b"[" + b"[]," * 60_000 + b"[]]"
+    for path in ("/v1/federations", "/v1/participants/me/rounds/1/shares"):
+        r = client.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 401
+    assert parses == []
+    r = client.post("/v1/federations", json={"name": "x", "n_participants": 4}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    assert len(parses) == 1  # a valid caller's body: parsed once
+
+
+def test_the_json_is_parsed_off_the_event_loop(client: TestClient, parses: list[int]) -> None:
+    threads = parses
     r = client.post("/v1/federations", json={"name": "x", "n_participants": 4}, headers=ADMIN)
     assert r.status_code == 201, r.text
     assert client.portal is not None
