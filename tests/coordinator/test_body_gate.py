@@ -196,6 +196,18 @@ def test_enrollment_bodies_are_small_and_rate_limited_before_reading(
     assert ex.received == 3
 
 
+def test_an_address_over_the_failure_limit_sends_no_body(db_url: str) -> None:
+    """The limit on authentication failures answers before the body too (429)."""
+    settings = make_settings(db_url, auth_failure_limit=1, auth_failure_window_s=60)
+    with TestClient(create_app(settings, clock=FakeClock())) as limited:
+        chunks = [EMPTY_ARRAYS] * 2
+        ex = Exchange(limited).run("POST", "/v1/federations", _declared(2, **WRONG), chunks)
+        assert (ex.status, ex.received) == (401, 0)
+        ex = Exchange(limited).run("POST", "/v1/federations", _declared(2, **ADMIN), chunks)
+        assert (ex.status, ex.received) == (429, 0)
+        assert ex.problem()["code"] == "rate_limited"
+
+
 @pytest.fixture
 def roomy(db_url: str) -> Iterator[TestClient]:
     """A coordinator that accepts bodies of 8 MiB, within a budget of 16 MiB."""
