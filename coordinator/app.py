@@ -21,7 +21,7 @@ from fastapi import FastAPI
 
 from coordinator.api import admin, lifecycle, lists, ops, participants, tokens
 from coordinator.api.availability import database_limits, install_outage_handlers
-from coordinator.api.body import RequestBodyGuard
+from coordinator.api.body import BodyBudget, RequestBodyGuard
 from coordinator.api.docs import install_offline_docs
 from coordinator.api.openapi import build_openapi
 from coordinator.api.problems import install_problem_handlers
@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.state.clock = clock or utc_now
     app.state.metrics = Metrics()
     app.state.limits = ClientLimits.from_settings(settings)
+    app.state.body_budget = BodyBudget(settings.body_budget_bytes)
     # Routes read settings from app.state (coordinator.api.deps.app_settings), never
     # through dependency_overrides: with any override installed FastAPI re-analyses
     # every dependency's signature on every request (about 7 % of the CPU under load).

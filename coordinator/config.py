@@ -316,6 +316,7 @@ class ReductionConfig(_Frozen):
     )
     direction: bool = Field(
         default=True,
+        strict=True,
         description="With signal 'prompt': x_i is the unit direction of reduce(P_i) - "
         "reduce(G): what the round's training added to the cluster's global prompt, not how "
         "far it moved (which mostly reflects how well the backbone already did). False: x_i = "
@@ -734,7 +735,9 @@ class _Policy(_Frozen):
         default=None, description="protopfl-igpp / protopfl-vpdr only (required for them)."
     )
     operators_see_distances: bool = Field(
-        default=False, description="Show decoded SecPC distances in the admin round status."
+        default=False,
+        strict=True,
+        description="Show decoded SecPC distances in the admin round status.",
     )
 
     @property

@@ -82,11 +82,13 @@ PROBLEMS: dict[str, tuple[int, str]] = {
     "missing_recipient": (422, "The upload lacks envelopes for some recipients"),
     "duplicate_envelope": (422, "Two envelopes for the same recipient and kind"),
     "invalid_parameter": (422, "A parameter is out of range"),
+    "json_too_complex": (422, "The JSON body holds more values than any operation takes"),
     "payload_too_large": (413, "Request body exceeds the configured limit"),
     "unsupported_media_type": (415, "Unsupported content type"),
     "method_not_allowed": (405, "Method not allowed on this resource"),
     # service
     "not_ready": (503, "Database unreachable or not migrated to head"),
+    "server_busy": (503, "Too many request bodies are being read at once; retry later"),
     "database_unavailable": (503, "The database is unreachable or too slow; retry later"),
     "internal_error": (500, "Internal error"),
     "decode_failed": (500, "Decoding failed"),

@@ -8,7 +8,8 @@ Where the numbers come from:
   totals and warmup counts stop at ``INT32_MAX = 2**31 - 1``;
 * **JSON interoperability** (I-JSON, RFC 7493): public seeds stay below ``2**53`` so a
   client that parses numbers as IEEE doubles reads the same seed;
-* **the crypto core** (:mod:`crypto.params`): primes in ``(2, 2**62)`` (``MAX_PRIME``),
+* **the crypto core** (:mod:`crypto.params`): primes in ``(2, 2**62)``, of which the API
+  takes those up to ``4.6e18`` (``MAX_PRIME``, exact in a double and in its decimal),
   ``bits`` in ``[0, 52]`` (exact in float64), codes with ``K + T - 1 < N``;
 * **CLIP**: a text encoder has 77 positions, so no participant can train a prompt with
   more context vectors; the widest text transformers are 1280 wide, 4096 leaves room
@@ -40,6 +41,7 @@ __all__ = [
     "MAX_EPSILON_BUDGET",
     "MAX_INIT_STD",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_TOKENS",
     "MAX_LR_GLOBAL",
     "MAX_MERGE_FACTOR",
     "MAX_NOISE_MULTIPLIER",
@@ -70,8 +72,13 @@ MAX_PARTICIPANTS: Final = 1024
 MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
 """``K`` and ``T`` of an LCC code (``K + T - 1 < N`` is checked by the core)."""
 
-MAX_PRIME: Final = 2**62 - 1
-"""Largest field prime the core accepts (``crypto.field.MAX_PRIME`` is exclusive)."""
+MAX_PRIME: Final = 4_600_000_000_000_000_000
+"""Largest field prime the API accepts. The core takes primes below ``2**62``
+(``crypto.field.MAX_PRIME``); the API stops at ``4.6e18``, a round decimal that is exact
+in a double, so that a client holding a prime as a double and writing its shortest
+decimal (as JavaScript and many JSON libraries do) never writes more than the bound: at
+``2**62 - 1`` that decimal would read ``4611686018427387904``, which the core must
+refuse. The defaults are ``2**61 - 1`` and ``2**31 - 1``."""
 
 MAX_N_CTX: Final = 77
 """Context vectors of a prompt: CLIP's text encoder has 77 positions."""
@@ -112,6 +119,12 @@ MAX_ENROLLMENT_TTL_S: Final = 365 * DAY_S
 
 MAX_JSON_DEPTH: Final = 32
 """Nesting of a JSON request body (the deepest document the API takes has depth 4)."""
+
+MAX_JSON_TOKENS: Final = 2**18
+"""JSON punctuation (``"[]{},:``) in a request body: every object a parse creates starts
+at one, so this bounds the parsed document to 262,144 objects (a few MB). The largest
+document the API takes, a share upload of 4,096 envelopes, has about 17 per envelope
+(70,000 in all); any other has at most a few thousand."""
 
 PAGE_LIMIT_DEFAULT: Final = 50
 MAX_PAGE_LIMIT: Final = 200

@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=16 * 2**20, ge=1024, description="Largest request body accepted (413 above)."
     )
+    body_budget_bytes: int = Field(
+        default=32 * 2**20,
+        ge=1024,
+        description="Request bodies one process holds at once (read, parsed and handled), "
+        "in bytes; a request waits for room up to 10 s, then gets 503 server_busy. Memory "
+        "per held byte is at most about 4 (body, text, parsed strings, decoded values).",
+    )
     tick_interval_s: float = Field(
         default=1.0, gt=0, description="Period of the background deadline check."
     )

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, status
 
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
 from coordinator.api.lists import federation_out
 from coordinator.api.models import (
@@ -46,6 +47,7 @@ PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 router = APIRouter(
     prefix="/v1/federations",
     tags=["admin"],
+    route_class=GuardedRoute,
     dependencies=[Depends(require_admin)],
     responses={k: {**v, **PROBLEM} for k, v in ERRORS.items()},
 )

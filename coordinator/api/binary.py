@@ -15,7 +15,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from coordinator.api.body import PARSED_JSON, raise_body_problem
+from coordinator.api.body import PARSED_JSON, reads_body
 from coordinator.api.models import ShareUpload
 from coordinator.errors import from_crypto_error
 from coordinator.rounds import uploads
@@ -76,11 +76,11 @@ async def _whole_body(request: Request) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+@reads_body
 async def share_envelopes(request: Request) -> list[uploads.SealedEnvelope]:
     """The envelopes of a share upload: a binary batch (``application/octet-stream``,
     :func:`crypto.wire.unpack_envelopes`) or the JSON document :class:`ShareUpload`
     (validated as FastAPI would: errors answer ``invalid_request``/``malformed_base64``)."""
-    raise_body_problem(request)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == OCTETS:
         body = await _whole_body(request)

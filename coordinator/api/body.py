@@ -1,63 +1,101 @@
-"""The request-body guard: size, encoding and JSON nesting, checked before any parsing.
+"""The request-body guard: no body is read before its sender is authenticated, none is
+parsed on the event loop, and the bodies held at once fit a memory budget.
 
-:class:`RequestBodyGuard` (ASGI middleware) reads the body first:
+A request to a route that takes a body (:class:`GuardedRoute`) goes through, in order:
 
-* over ``max_bytes`` (by ``Content-Length`` or as it streams): 413
-  ``payload_too_large`` at once, before anything else runs;
-* a JSON body (``application/json``, ``*+json``, or no content type) that is not UTF-8,
-  nests deeper than ``max_depth``, uses ``NaN``/``Infinity`` or is not JSON at all:
-  ``malformed_json`` (422);
-* any other content type than JSON or ``application/octet-stream``:
-  ``unsupported_media_type`` (415).
+1. :class:`RequestBodyGuard` (middleware): a ``Content-Length`` over ``max_body_bytes``
+   is ``payload_too_large`` (413) at once, for every path; nothing is read.
+2. The route's **gate** (:class:`BodyGate`, found among the route's dependencies): the
+   credential the route needs is checked *before one byte of the body is received*: an
+   admin or participant bearer token, a dashboard session; a caller without one gets
+   401 (429 over the per-address failure limit) and its body is never read (the server
+   discards it as it arrives). The routes that take a body from a caller without a token
+   are few by design (``POST /v1/enroll``: its gate is the per-address enrollment limit;
+   the dashboard's login form) and accept at most :data:`UNAUTHENTICATED_MAX_BODY`.
+3. The **body budget** (:class:`BodyBudget`): the process holds at most
+   ``body_budget_bytes`` of request bodies at once (reserved by ``Content-Length``, or
+   the route's limit for a chunked body, until the response is ready); a request waits
+   up to :data:`BUDGET_WAIT_S` for room, then gets ``server_busy`` (503).
+4. The body is **read as it streams**: over the route's limit, 413 at once; a JSON body
+   with more than :data:`~coordinator.limits.MAX_JSON_TOKENS` structural characters
+   (``"[]{},:``) is ``json_too_complex`` (422) at once, before it is parsed. Every
+   Python object a JSON parse creates (container, string, number, key) starts at one of
+   these characters, so the parsed document holds at most that many objects (a few MB)
+   besides its strings (at most the body's size): 15 MiB of ``[],[],...`` no longer
+   becomes five million lists.
+5. In a **worker thread**: the media type (``unsupported_media_type``, 415), UTF-8,
+   nesting (:func:`json_depth`), ``NaN``/``Infinity`` (``malformed_json``, 422), then one
+   ``json.loads``. The parsed document is kept in the scope and handed to FastAPI
+   (:class:`_GuardedRequest`): one parse per request.
 
-The last two are *deferred*: the problem is stored in the request scope and the body
-replaced by ``[]`` (which no operation accepts), so authentication still runs first
-and a caller without a valid token gets 401, never a hint about the body. The
-validation handler (:mod:`coordinator.api.problems`) and :func:`raise_body_problem`
-(for routes that read the body themselves) answer with the stored problem.
+So memory per request is bounded by a small multiple of its body (the bytes, the decoded
+text, the parsed strings), and the bodies in flight by the budget; an unauthenticated
+caller costs no memory beyond the server's socket buffers.
 
-The nesting check scans the raw bytes (:func:`json_depth`, vectorized), so a body
-nested 50,000 deep never reaches a recursive parser.
-
-The guard parses every JSON body it accepts, so it keeps the parsed document in the
-scope; routes of :class:`GuardedRoute` hand it to FastAPI instead of parsing the body
-a second time (a share upload is about 1 MB of JSON).
+A route that takes no body (every ``GET``, ``POST .../rounds`` ...) never reads one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Coroutine, MutableMapping
-from typing import Any
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+import anyio
 import numpy as np
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coordinator.errors import ProblemError
-from coordinator.limits import MAX_JSON_DEPTH
+from coordinator.limits import MAX_JSON_DEPTH, MAX_JSON_TOKENS
 
 __all__ = [
-    "BODY_PROBLEM",
+    "BUDGET_WAIT_S",
     "PARSED_JSON",
+    "UNAUTHENTICATED_MAX_BODY",
+    "BodyBudget",
+    "BodyGate",
+    "FormRoute",
     "GuardedRoute",
     "RequestBodyGuard",
+    "body_gate_of",
+    "inspect_body",
     "json_depth",
-    "raise_body_problem",
+    "reads_body",
+    "register_gate",
+    "structural_count",
 ]
 
-BODY_PROBLEM = "secfpp.body_problem"
-"""Key of the deferred body problem in the ASGI scope."""
 PARSED_JSON = "secfpp.parsed_json"
 """Key of the JSON document the guard parsed (only for a body it accepted)."""
+
+UNAUTHENTICATED_MAX_BODY = 16 * 1024
+"""Largest body a route takes without a credential (an enrollment request is < 2 KiB,
+a dashboard form < 1 KiB)."""
+
+BUDGET_WAIT_S = 10.0
+"""Seconds a request waits for room in the body budget before ``server_busy``."""
 
 PROBLEM_JSON = "application/problem+json"
 _DELETE = bytes(b for b in range(256) if b not in b'"[]{}')
 _STEP = np.zeros(256, dtype=np.int8)
 _STEP[list(b"[{")] = 1
 _STEP[list(b"]}")] = -1
+_STRUCTURAL = tuple(bytes([c]) for c in b'"[]{},:')
+
+
+def structural_count(chunk: bytes) -> int:
+    """How many bytes of ``chunk`` are one of ``"[]{},:`` (seven ``bytes.count`` passes
+    in C, no copy): a bound on the objects a JSON parse of the text creates, and on the
+    bytes :func:`json_depth` keeps."""
+    return sum(chunk.count(c) for c in _STRUCTURAL)
 
 
 def json_depth(body: bytes) -> int:
@@ -104,8 +142,9 @@ def inspect_body(
     max_depth: int,
     parsed: MutableMapping[str, Any] | None = None,
 ) -> ProblemError | None:
-    """The deferred problem of a body, or None when it may be parsed (then the parsed
-    JSON document, if it is JSON, is stored in ``parsed[PARSED_JSON]``)."""
+    """The problem of a body, or None when it may be used (then the parsed JSON
+    document, if it is JSON, is stored in ``parsed[PARSED_JSON]``). Runs in a worker
+    thread; the body's size and structural characters were bounded as it streamed."""
     if not body:
         return None
     if not is_json_media(content_type):
@@ -133,56 +172,166 @@ def inspect_body(
     return None
 
 
-def raise_body_problem(request: Request) -> None:
-    """Raise the body's deferred problem, if any (for routes that read the body)."""
-    problem = request.scope.get(BODY_PROBLEM)
-    if isinstance(problem, ProblemError):
-        raise problem
+class BodyBudget:
+    """At most ``total`` bytes of request bodies held at once, granted first come first
+    served (a request never holds part of its share while waiting for the rest, so
+    waiting cannot deadlock). One per app, used on its event loop only."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self._waiting: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    async def acquire(self, n: int, timeout_s: float = BUDGET_WAIT_S) -> int:
+        """Reserve ``min(n, total)`` bytes (returned: what to :meth:`release`); wait up to
+        ``timeout_s`` for room, then ``server_busy`` (503)."""
+        n = min(n, self.total)
+        if not self._waiting and self.used + n <= self.total:
+            self.used += n
+            return n
+        entry = (n, asyncio.get_running_loop().create_future())
+        self._waiting.append(entry)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await entry[1]
+        except BaseException as err:
+            if entry[1].done() and not entry[1].cancelled():
+                self.release(n)  # granted just as the wait ended
+            else:
+                self._waiting.remove(entry)
+                self._grant()
+            if isinstance(err, TimeoutError):
+                raise ProblemError(
+                    "server_busy",
+                    f"too many request bodies are being read at once; retry in {timeout_s:g} s",
+                    headers={"Retry-After": str(int(timeout_s))},
+                ) from None
+            raise
+        return n
+
+    def release(self, n: int) -> None:
+        self.used -= n
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiting and self.used + self._waiting[0][0] <= self.total:
+            n, future = self._waiting.popleft()
+            self.used += n
+            future.set_result(None)
+
+
+@dataclass(frozen=True)
+class BodyGate:
+    """What a route checks before reading a body: ``check(request)`` raises (401, 429,
+    a dashboard redirect) for a caller who may not send one; ``max_bytes`` caps the
+    body below ``max_body_bytes`` (None: no lower cap)."""
+
+    check: Callable[[Request], Awaitable[None]]
+    max_bytes: int | None = None
+
+
+_GATES: dict[Any, BodyGate] = {}
+_BODY_READERS: set[Any] = set()
+F = TypeVar("F")
+
+
+def register_gate(dependency: Any, gate: BodyGate) -> None:
+    """Routes depending on ``dependency`` (a function or a security scheme instance)
+    check ``gate`` before reading a body. Register before the routes are declared."""
+    _GATES[dependency] = gate
+
+
+def reads_body(dependency: F) -> F:
+    """Mark a dependency that reads the request body itself (the route takes a body
+    although FastAPI sees no body parameter)."""
+    _BODY_READERS.add(dependency)
+    return dependency
+
+
+def _calls(dependant: Dependant) -> list[Any]:
+    out: list[Any] = []
+    for sub in dependant.dependencies:
+        out.append(sub.call)
+        out.extend(_calls(sub))
+    return out
+
+
+def body_gate_of(dependant: Dependant) -> BodyGate | None:
+    """The gate of the first registered dependency of the route (depth first)."""
+    return next((_GATES[c] for c in _calls(dependant) if _hashable(c) and c in _GATES), None)
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _too_large(limit: int) -> ProblemError:
+    return ProblemError(
+        "payload_too_large",
+        f"request body exceeds the limit of {limit} bytes",
+        headers={"Connection": "close"},
+    )
+
+
+def _content_length(headers: Headers) -> int | None:
+    length = headers.get("content-length", "")
+    return int(length) if length.isdigit() else None
+
+
+def _has_body(headers: Headers) -> bool:
+    length = _content_length(headers)
+    return (length or 0) > 0 or "transfer-encoding" in headers
+
+
+async def _read(request: Request, limit: int, max_tokens: int | None) -> bytes:
+    """The body, refused as soon as it passes ``limit`` bytes or ``max_tokens``
+    structural characters (None: not JSON, not counted)."""
+    chunks: list[bytes] = []
+    seen = tokens = 0
+    try:
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > limit:
+                raise _too_large(limit)
+            if max_tokens is not None:
+                tokens += structural_count(chunk)
+                if tokens > max_tokens:
+                    raise ProblemError(
+                        "json_too_complex",
+                        f"the body has more than {max_tokens} JSON punctuation characters "
+                        '("[]{},:); no operation takes that many values',
+                        headers={"Connection": "close"},
+                        max_tokens=max_tokens,
+                    )
+            if chunk:
+                chunks.append(chunk)
+    except ClientDisconnect:
+        raise ProblemError("invalid_request", "the client went away during the body") from None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class RequestBodyGuard:
-    """ASGI middleware; see the module docstring."""
+    """ASGI middleware: a declared ``Content-Length`` over ``max_bytes`` is answered 413
+    before anything else runs; nothing is read here (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
-        self.max_depth = max_depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_bytes:
-            await self._too_large(scope, send)
-            return
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away before sending its body
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.max_bytes:
+        if scope["type"] == "http":
+            length = _content_length(Headers(scope=scope))
+            if length is not None and length > self.max_bytes:
                 await self._too_large(scope, send)
                 return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        problem = inspect_body(headers.get("content-type"), body, self.max_depth, scope)
-        if problem is not None:
-            scope[BODY_PROBLEM] = problem
-            if problem.code == "malformed_json":
-                body = b"[]"
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, receive, send)
 
     async def _too_large(self, scope: Scope, send: Send) -> None:
-        problem = ProblemError(
-            "payload_too_large", f"request body exceeds the limit of {self.max_bytes} bytes"
-        )
+        problem = _too_large(self.max_bytes)
         content = json.dumps(problem.document(scope.get("path"))).encode()
         await send(
             {
@@ -210,28 +359,75 @@ class _GuardedRequest(Request):
         return self._json
 
 
-class GuardedRoute(APIRoute):
-    """An API route that takes the request's JSON from :class:`RequestBodyGuard` (one
-    parse per request instead of two); validation and errors are FastAPI's as before."""
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+
+class GuardedRoute(APIRoute):
+    """An API route whose body, if it takes one, is read by the guard: after its gate,
+    within the budget, parsed once off the event loop (see the module docstring);
+    validation and errors are FastAPI's as before."""
+
+    form_body = False
+    """True: the body is a form (``application/x-www-form-urlencoded``), read but not
+    parsed by the guard."""
+
+    @property
+    def takes_body(self) -> bool:
+        """Whether the route reads a body (a body parameter or a :func:`reads_body` one)."""
+        return self.body_field is not None or any(
+            _hashable(c) and c in _BODY_READERS for c in _calls(self.dependant)
+        )
+
+    @property
+    def body_gate(self) -> BodyGate | None:
+        """The check made before its body is read (None: at most
+        :data:`UNAUTHENTICATED_MAX_BODY` from anyone)."""
+        return body_gate_of(self.dependant)
+
+    def get_route_handler(self) -> Handler:
         handler = super().get_route_handler()
+        takes_body = self.takes_body
+        gate = self.body_gate
 
         async def guarded(request: Request) -> Response:
+            if takes_body and _has_body(request.headers):
+                return await self._with_body(request, handler, gate)
             return await handler(_GuardedRequest(request.scope, request.receive))
 
         return guarded
 
+    async def _with_body(
+        self, request: Request, handler: Handler, gate: BodyGate | None
+    ) -> Response:
+        limit: int = request.app.state.settings.max_body_bytes
+        cap = UNAUTHENTICATED_MAX_BODY if gate is None else gate.max_bytes
+        if cap is not None:
+            limit = min(limit, cap)
+        length = _content_length(request.headers)
+        if length is not None and length > limit:
+            raise _too_large(limit)
+        if gate is not None:
+            await gate.check(request)  # before one byte of the body is received
+        content_type = request.headers.get("content-type")
+        parse = not self.form_body and is_json_media(content_type)
+        budget: BodyBudget = request.app.state.body_budget
+        held = await budget.acquire(limit if length is None else length)
+        try:
+            body = await _read(request, limit, MAX_JSON_TOKENS if parse else None)
+            guarded = _GuardedRequest(request.scope, request.receive)
+            guarded._body = body
+            if not self.form_body:
+                problem = await anyio.to_thread.run_sync(
+                    inspect_body, content_type, body, MAX_JSON_DEPTH, request.scope
+                )
+                if problem is not None:
+                    raise problem
+            return await handler(guarded)
+        finally:
+            budget.release(held)
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands over ``body`` once, then passes on (disconnects)."""
-    sent = False
 
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+class FormRoute(GuardedRoute):
+    """A :class:`GuardedRoute` whose body is an HTML form (the dashboard's)."""
 
-    return replay
+    form_body = True

@@ -12,6 +12,12 @@ transaction in their own thread), and settings are read from ``app.state``
 rather than through a dependency override (FastAPI re-analyses an overridden
 dependency's signature on every use).
 
+Bodies: every authenticating dependency here is also the route's body gate
+(:func:`~coordinator.api.body.register_gate`): a route that takes a body checks the
+caller's credential (:func:`admin_gate`, :func:`participant_gate`, or for enrollment
+:func:`enrollment_gate`) before reading it, in its own worker-thread hop and session;
+the dependency checks it again when the route runs (one more indexed lookup per upload).
+
 Connections: a request holds a pooled connection only within one worker-thread hop.
 A dependency that reads the database ends its transaction before it returns
 (:func:`release`), because between two hops a request waits for a free worker thread,
@@ -30,10 +36,12 @@ from typing import Annotated, TypeVar
 import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
 from coordinator.admin_tokens import AdminCredential, authenticate_admin
+from coordinator.api.body import UNAUTHENTICATED_MAX_BODY, BodyGate, register_gate
 from coordinator.db.models import Participant
 from coordinator.errors import ProblemError
 from coordinator.metrics import Metrics
@@ -53,9 +61,13 @@ __all__ = [
     "SessionDep",
     "SettingsDep",
     "admin_bearer",
+    "admin_gate",
     "authenticated",
     "client_limits",
+    "enrollment_gate",
+    "in_session",
     "limit_enrollment",
+    "participant_gate",
     "release",
     "require_admin",
 ]
@@ -73,8 +85,20 @@ async def app_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 # Bearer schemes (None when the header is absent: the token check answers 401, not FastAPI).
-admin_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken")
-_participant_bearer = HTTPBearer(auto_error=False, scheme_name="ParticipantToken")
+admin_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="AdminToken",
+    description="An admin credential: the coordinator's settings token (SECFPP_ADMIN_TOKEN) "
+    "or a named admin token (`sfa_` + 43 base64url characters) from POST /v1/admin/tokens. "
+    "Checked before the request body is read; a missing, wrong or revoked token is 401.",
+)
+_participant_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ParticipantToken",
+    description="A participant's API token (`sfp_` + 43 base64url characters), returned once "
+    "by POST /v1/enroll or by a rotation. Checked before the request body is read; a "
+    "missing, wrong or revoked token is 401.",
+)
 
 
 def release(session: Session, *keep: object) -> None:
@@ -222,9 +246,74 @@ CurrentParticipant = Annotated[Participant, Depends(authenticated_participant)]
 
 
 def limit_enrollment(request: Request, now: Now) -> None:
-    """Every enrollment attempt spends one unit of the address's enrollment allowance."""
+    """Every enrollment attempt spends one unit of the address's enrollment allowance
+    (once: a request whose body gate spent it is not counted again)."""
+    if request.scope.pop(_ENROLLMENT_COUNTED, False):
+        return
     key = client_key(request.client.host if request.client else None)
     wait = client_limits(request).enrollment.hit(key, now.timestamp())
     if wait > 0:
         log.debug("enrollment attempts limit reached for %s", key)
         raise _rate_limited(wait, "enrollment attempts")
+
+
+# -- body gates: the credential checked before a route reads its body ---------------------
+
+_ENROLLMENT_COUNTED = "secfpp.enrollment_counted"
+
+
+async def in_session(request: Request, work: Callable[[Session], T]) -> T:
+    """``work(session)`` in a worker thread, on a session of its own (closed after)."""
+
+    def run() -> T:
+        session: Session = request.app.state.sessions()
+        try:
+            return work(session)
+        finally:
+            session.close()
+
+    return await anyio.to_thread.run_sync(run)
+
+
+def _bearer(request: Request) -> str | None:
+    """The bearer token as :data:`admin_bearer` reads it (None when absent)."""
+    scheme, token = get_authorization_scheme_param(request.headers.get("Authorization"))
+    return token if scheme.lower() == "bearer" and token else None
+
+
+async def admin_gate(request: Request) -> None:
+    """:func:`require_admin`'s check (and failure limit), before the body is read."""
+    expected = request.app.state.settings.admin_token.get_secret_value()
+    now: datetime = request.app.state.clock()
+    token = _bearer(request)
+    await in_session(
+        request,
+        lambda session: authenticated(
+            request, now, lambda t: authenticate_admin(session, t, expected, now), token
+        ),
+    )
+
+
+async def participant_gate(request: Request) -> None:
+    """:func:`current_participant`'s check (and failure limit), before the body is read."""
+    now: datetime = request.app.state.clock()
+    token = _bearer(request)
+    await in_session(
+        request,
+        lambda session: authenticated(
+            request, now, lambda t: authenticate_participant(session, t, now), token
+        ),
+    )
+
+
+async def enrollment_gate(request: Request) -> None:
+    """``POST /v1/enroll`` has no bearer token (the enrollment token is in its body):
+    the attempt is counted against the address's limit before the body is read, and
+    the body is at most :data:`~coordinator.api.body.UNAUTHENTICATED_MAX_BODY`."""
+    limit_enrollment(request, request.app.state.clock())
+    request.scope[_ENROLLMENT_COUNTED] = True
+
+
+register_gate(admin_bearer, BodyGate(admin_gate))
+register_gate(_participant_bearer, BodyGate(participant_gate))
+register_gate(limit_enrollment, BodyGate(enrollment_gate, UNAUTHENTICATED_MAX_BODY))

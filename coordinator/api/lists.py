@@ -9,13 +9,13 @@ shift a page.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import APIRouter, Depends
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import SessionDep, require_admin
 from coordinator.api.models import (
     FederationOut,
@@ -29,11 +29,13 @@ from coordinator.api.models import (
 from coordinator.api.openapi import problems
 from coordinator.api.params import (
     Cursor,
+    FederationCursor,
     FederationId,
     PageLimit,
-    bad_cursor,
-    decode_cursor,
-    encode_cursor,
+    federation_cursor,
+    int_cursor,
+    read_federation_cursor,
+    read_int_cursor,
 )
 from coordinator.config import FederationConfig
 from coordinator.db.models import Federation, Participant
@@ -49,6 +51,7 @@ Page = tuple[Sequence[T], str | None]  # one page of items and the next page's c
 router = APIRouter(
     prefix="/v1/federations",
     tags=["admin"],
+    route_class=GuardedRoute,
     dependencies=[Depends(require_admin)],
     responses=problems("invalid_token"),
 )
@@ -74,12 +77,12 @@ def federation_out(session: SessionDep, federation: Federation) -> FederationOut
     )
 
 
-def _page(rows: Sequence[T], limit: int, key: Callable[[T], tuple[Any, ...]]) -> Page[T]:
+def _page(rows: Sequence[T], limit: int, cursor: Callable[[T], str]) -> Page[T]:
     """The first ``limit`` of ``rows`` (fetched with ``limit + 1``, one more than a page) and
-    the cursor of the next page, ``key`` of the page's last item (None: this is the last)."""
+    the cursor of the next page, after the page's last item (None: this is the last)."""
     page = rows[:limit]
     more = len(rows) > limit and len(page) > 0
-    return page, encode_cursor(*key(page[-1])) if more else None
+    return page, cursor(page[-1]) if more else None
 
 
 def _int_page(
@@ -94,17 +97,13 @@ def _int_page(
 ) -> Page[T]:
     """A page of a federation's list ordered by an integer key (round number, LCC index).
 
-    ``federation_not_found`` for an unknown federation, then ``invalid_request`` for a cursor
-    that is not one key in ``[0, last_key]``; ``fetch(after, n)`` returns at most ``n``
-    items with a key above ``after`` (None: from the first), in key order.
+    ``federation_not_found`` for an unknown federation; ``fetch(after, n)`` returns at most
+    ``n`` items with a key above ``after`` (None: from the first), in key order (a cursor
+    past ``last_key`` gives an empty page).
     """
     get_federation(session, federation_id)
-    after: int | None = None
-    if cursor is not None:
-        (after,) = decode_cursor(cursor, (int,))
-        if not 0 <= after <= last_key:
-            raise bad_cursor()
-    return _page(fetch(after, limit + 1), limit, lambda item: (key(item),))
+    after = None if cursor is None else min(read_int_cursor(cursor), last_key)
+    return _page(fetch(after, limit + 1), limit, lambda item: int_cursor(key(item)))
 
 
 @router.get(
@@ -113,17 +112,13 @@ def _int_page(
     responses=problems("invalid_request"),
 )
 def list_federations(
-    session: SessionDep, limit: PageLimit = PAGE_LIMIT_DEFAULT, cursor: Cursor = None
+    session: SessionDep, limit: PageLimit = PAGE_LIMIT_DEFAULT, cursor: FederationCursor = None
 ) -> FederationPage:
     """Federations in creation order (ties by id), with their enrollment count and newest
     round. ``next_cursor`` is null on the last page."""
     query = select(Federation)
     if cursor is not None:
-        stamp, last_id = decode_cursor(cursor, (str, str))
-        try:
-            after = datetime.fromisoformat(stamp).astimezone(UTC)
-        except (ValueError, OverflowError):
-            raise bad_cursor() from None
+        after, last_id = read_federation_cursor(cursor)
         query = query.where(
             or_(
                 Federation.created_at > after,
@@ -133,7 +128,7 @@ def list_federations(
     rows = list(
         session.scalars(query.order_by(Federation.created_at, Federation.id).limit(limit + 1))
     )
-    page, next_cursor = _page(rows, limit, lambda f: (f.created_at.isoformat(), f.id))
+    page, next_cursor = _page(rows, limit, lambda f: federation_cursor(f.created_at, f.id))
     return FederationPage(items=[federation_out(session, f) for f in page], next_cursor=next_cursor)
 
 

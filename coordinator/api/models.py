@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -82,12 +83,51 @@ def _decode_b64(value: Any) -> bytes:
         raise PydanticCustomError("malformed_base64", "is not valid base64") from None
 
 
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+"""Standard base64 with its padding (RFC 4648 section 4), as ``b64decode(validate=True)``
+reads it."""
+
+KEY_PATTERN = r"^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
+"""The canonical base64 of exactly 32 bytes (43 characters, the last carrying 2 bits,
+then one ``=``)."""
+
 B64Bytes = Annotated[
     bytes,
     BeforeValidator(_decode_b64),
-    WithJsonSchema({"type": "string", "format": "byte", "contentEncoding": "base64"}),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "byte",
+            "contentEncoding": "base64",
+            "pattern": BASE64_PATTERN,
+        }
+    ),
 ]
 """Request field: base64 text decoded to bytes (problem ``malformed_base64`` if invalid)."""
+
+
+def _exactly_32(value: bytes) -> bytes:
+    if len(value) != 32:
+        raise ValueError(f"must be 32 bytes, not {len(value)}")
+    return value
+
+
+B64Key = Annotated[
+    bytes,
+    BeforeValidator(_decode_b64),
+    AfterValidator(_exactly_32),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "byte",
+            "contentEncoding": "base64",
+            "pattern": KEY_PATTERN,
+            "minLength": 44,
+            "maxLength": 44,
+        }
+    ),
+]
+"""Request field: a 32-byte key in base64 (any other length is ``invalid_request``)."""
 
 B64 = Annotated[str, Field(json_schema_extra={"format": "byte", "contentEncoding": "base64"})]
 """Response field: base64 text."""
@@ -232,7 +272,7 @@ class FederationMetrics(_Model):
 class EnrollRequest(_Model):
     enrollment_token: limits.PlainText = Field(min_length=1, max_length=200)
     display_name: limits.Label
-    public_key: B64Bytes = Field(description="Raw 32-byte X25519 public key, base64.")
+    public_key: B64Key = Field(description="Raw 32-byte X25519 public key, base64.")
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -551,7 +591,13 @@ class MetricsUpload(RootModel[dict[MetricName, MetricValue]]):
 
     root: dict[MetricName, MetricValue] = Field(min_length=1, max_length=MAX_METRICS)
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"accuracy": 0.81, "loss": 0.62}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"accuracy": 0.81, "loss": 0.62}],
+            "propertyNames": {"pattern": METRIC_NAME_PATTERN},
+            "additionalProperties": False,
+        }
+    )
 
 
 class MetricsReceipt(_Model):

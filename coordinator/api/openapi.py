@@ -6,7 +6,8 @@ then completes every operation by rule, so no status can go undocumented:
 * an operation that takes a bearer token may answer 401 ``invalid_token`` (with
   ``WWW-Authenticate: Bearer``) and 429 ``rate_limited`` (with ``Retry-After``);
 * one with parameters or a body may answer 422 ``invalid_request``;
-* one with a body may answer 413, 415 and 422 ``malformed_json``;
+* one with a body may answer 413, 415, 422 ``malformed_json`` and ``json_too_complex``,
+  and 503 ``server_busy`` (the body budget stayed full);
 * one that writes may answer ``value_out_of_range`` (422) and ``conflict`` (409);
 
 and every error response is ``application/problem+json`` with the ``Problem`` schema
@@ -49,7 +50,9 @@ Every call but `POST /v1/enroll` and the operations routes carries
   participant sees only its own federation, task, inbox and outcomes.
 
 Tokens are shown once and stored only as hashes. A missing or wrong token is 401 with
-`WWW-Authenticate: Bearer`, checked before the request body is validated.
+`WWW-Authenticate: Bearer`, checked before the request body is read: a caller without a
+valid credential never has its body received or parsed (`POST /v1/enroll`, whose token is
+in the body, takes at most 16 KiB and counts against a per-address limit first).
 
 ## The round lifecycle
 An admin starts a round (`POST /v1/federations/{id}/rounds`); it then moves through
@@ -69,7 +72,9 @@ its deadline if enough have; the admin watches with
 Every error is an RFC 9457 problem document (`application/problem+json`, schema
 `Problem`) with a stable `code`; each operation lists the codes it may return. Numbers
 have documented ranges, text fields reject control characters, bodies are limited in
-size and JSON nesting (413 / 422) before they are parsed.
+size (413), JSON nesting (`malformed_json`) and number of values (`json_too_complex`,
+at most 262,144 JSON punctuation characters) before they are parsed. List cursors have a
+stated form (`pattern`), and every cursor of that form is accepted.
 """
 
 TAGS = [
@@ -143,7 +148,13 @@ def _generic_codes(method: str, operation: dict[str, Any]) -> list[str]:
     if operation.get("parameters") or "requestBody" in operation:
         codes.append("invalid_request")
     if "requestBody" in operation:
-        codes += ["payload_too_large", "unsupported_media_type", "malformed_json"]
+        codes += [
+            "payload_too_large",
+            "unsupported_media_type",
+            "malformed_json",
+            "json_too_complex",
+            "server_busy",
+        ]
     if method in WRITE_METHODS:
         codes += ["value_out_of_range", "conflict"]
     return codes

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
 
 from coordinator.api.availability import check_readiness, readiness_document
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import MetricsDep, SessionDep, SettingsDep
+from coordinator.api.ops_models import Health, Readiness
 from coordinator.db.engine import make_probe_engine
 from coordinator.db.models import Round
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["ops"])
+router = APIRouter(tags=["ops"], route_class=GuardedRoute)
 
 
 @router.get("/healthz", summary="Liveness: the process answers")
-def healthz() -> dict[str, str]:
+def healthz() -> Health:
     """The process is up."""
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
 @router.get(
@@ -37,7 +37,7 @@ def healthz() -> dict[str, str]:
         }
     },
 )
-async def readyz(request: Request, settings: SettingsDep) -> dict[str, Any]:
+async def readyz(request: Request, settings: SettingsDep) -> Readiness:
     """The database answers, its schema is at the migration head and (SQLite) the disk
     of the database file takes writes; answers within 2 s (a database that does not
     answer in time is reported ``down``)."""
@@ -50,13 +50,19 @@ async def readyz(request: Request, settings: SettingsDep) -> dict[str, Any]:
         state.probe_limiter = anyio.CapacityLimiter(4)
     min_free = settings.ready_min_free_mib * 2**20
     found = await check_readiness(state.probe_engine, state.probe_limiter, min_free)
-    return readiness_document(found, settings)
+    return Readiness.model_validate(readiness_document(found, settings))
 
 
 @router.get(
     "/metrics",
     response_class=PlainTextResponse,
     summary="Prometheus metrics of rounds, uploads and transitions",
+    responses={
+        200: {
+            "description": "Prometheus text exposition format, version 0.0.4.",
+            "content": {"text/plain; version=0.0.4; charset=utf-8": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def metrics(session: SessionDep, registry: MetricsDep) -> PlainTextResponse:
     """Prometheus text format: rounds by stage, uploads, transitions, dropouts, decode time."""

@@ -1,32 +1,33 @@
 """Path and query parameters shared by the routes, with their bounds in the schema.
 
 ``RoundNumber`` stops at ``2**31 - 1`` (the database column is a 32-bit integer), ids are
-short ASCII words, and list operations page with ``limit`` and an opaque ``cursor``
-(:func:`encode_cursor` / :func:`decode_cursor`): the sort key of the last item seen,
-so a page never repeats or skips an item when others are added meanwhile.
+short ASCII words, and list operations page with ``limit`` and a ``cursor``: the sort
+key of the last item seen, so a page never repeats or skips an item when others are
+added meanwhile. Its form is a pattern in the schema, and every value of that form is
+accepted (a key past the last item gives an empty page), so a client that follows the
+schema never has a cursor refused.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from typing import Annotated, Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
 from fastapi import Path, Query
 
 from coordinator import limits
-from coordinator.errors import ProblemError
 
 __all__ = [
     "Cursor",
+    "FederationCursor",
     "FederationId",
     "PageLimit",
     "ParticipantRef",
     "RoundNumber",
-    "bad_cursor",
-    "decode_cursor",
-    "encode_cursor",
+    "federation_cursor",
+    "int_cursor",
+    "read_federation_cursor",
+    "read_int_cursor",
 ]
 
 ID_PATTERN = r"^[0-9A-Za-z_-]{1,64}$"
@@ -68,40 +69,53 @@ PageLimit = Annotated[
     ),
 ]
 
+INT_CURSOR_PATTERN = r"^[0-9]{1,10}$"
+"""A cursor of a list ordered by an integer key: the last key seen, in decimal."""
+
+FEDERATION_CURSOR_PATTERN = r"^[0-9]{1,16}\.[0-9A-Za-z_-]{1,64}$"
+"""A cursor of the federations: ``<created_at in microseconds since 1970 UTC>.<id>``."""
+
+_CURSOR_DOC = (
+    "`next_cursor` of the previous page; omit it for the first page. It is the sort key "
+    "of the last item seen, so any value of this form is accepted: the page holds the "
+    "items after it (none past the last)."
+)
+
 Cursor = Annotated[
     str | None,
-    Query(
-        max_length=200,
-        pattern=r"^[A-Za-z0-9_-]*$",
-        description="`next_cursor` of the previous page; omit it for the first page.",
-    ),
+    Query(min_length=1, max_length=10, pattern=INT_CURSOR_PATTERN, description=_CURSOR_DOC),
 ]
+"""The cursor of a list ordered by an integer key (round number, LCC index, token id)."""
+
+FederationCursor = Annotated[
+    str | None,
+    Query(min_length=3, max_length=81, pattern=FEDERATION_CURSOR_PATTERN, description=_CURSOR_DOC),
+]
+"""The cursor of the federations list (creation time, then id)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def encode_cursor(*key: Any) -> str:
-    """The opaque cursor of a sort key (JSON values), base64url without padding."""
-    raw = json.dumps(list(key), separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+def int_cursor(key: int) -> str:
+    """The cursor after integer key ``key``."""
+    return str(key)
 
 
-def bad_cursor() -> ProblemError:
-    """The problem of a cursor that no page of this list returned."""
-    return ProblemError(
-        "invalid_request", "cursor is not a next_cursor of this list", parameter="cursor"
-    )
+def read_int_cursor(cursor: str) -> int:
+    """The key in a cursor matching :data:`INT_CURSOR_PATTERN` (above ``2**31 - 1``, the
+    largest key a database column holds, it stands for that largest key)."""
+    return min(int(cursor), limits.INT32_MAX)
 
 
-def decode_cursor(cursor: str, types: tuple[type, ...]) -> tuple[Any, ...]:
-    """The sort key in ``cursor``; ``invalid_request`` unless it holds ``types`` in order."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-    except (binascii.Error, ValueError):
-        key = None
-    if (
-        not isinstance(key, list)
-        or len(key) != len(types)
-        or not all(type(v) is t for v, t in zip(key, types, strict=True))
-    ):
-        raise bad_cursor()
-    return tuple(key)
+def federation_cursor(created_at: datetime, federation_id: str) -> str:
+    """The cursor after the federation created at ``created_at`` (UTC) with this id."""
+    if created_at.tzinfo is None:
+        created_at = created_at.replace(tzinfo=UTC)
+    return f"{(created_at - _EPOCH) // timedelta(microseconds=1)}.{federation_id}"
+
+
+def read_federation_cursor(cursor: str) -> tuple[datetime, str]:
+    """``(created_at, id)`` of a cursor matching :data:`FEDERATION_CURSOR_PATTERN` (16
+    digits of microseconds reach the year 2286, far inside ``datetime``'s range)."""
+    micros, _, federation_id = cursor.partition(".")
+    return _EPOCH + timedelta(microseconds=int(micros)), federation_id

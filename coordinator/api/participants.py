@@ -26,7 +26,7 @@ from coordinator.api.binary import (
     share_envelopes,
     wants_binary,
 )
-from coordinator.api.body import GuardedRoute, raise_body_problem
+from coordinator.api.body import GuardedRoute, reads_body
 from coordinator.api.deps import (
     CurrentParticipant,
     DriverDep,
@@ -326,16 +326,16 @@ RESULT_BODY = {
 }
 
 
+@reads_body
 async def result_payload(request: Request) -> bytes:
     """The packed result, from raw ``application/octet-stream`` or JSON with base64."""
-    raise_body_problem(request)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
     if kind == "application/octet-stream":
         return body
     if kind in ("application/json", ""):
         try:
-            return ResultUpload.model_validate(json.loads(body)).payload
+            return ResultUpload.model_validate(await request.json()).payload
         except json.JSONDecodeError as err:
             raise ProblemError("invalid_request", f"body is not JSON: {err}") from None
         except ValidationError as err:

@@ -1,8 +1,8 @@
 """The one mapping from exceptions to problem documents (RFC 9457).
 
 * :class:`~coordinator.errors.ProblemError` and core errors: their code's status;
-* request validation: 422 ``invalid_request`` (or ``malformed_base64``), unless the
-  body guard (:mod:`coordinator.api.body`) deferred a body problem, which wins;
+* request validation: 422 ``invalid_request`` (or ``malformed_base64``); a body the
+  guard (:mod:`coordinator.api.body`) refused never gets this far;
 * Starlette's HTTP errors: 404 ``not_found``, 405 ``method_not_allowed`` with an
   ``Allow`` header listing every method the path takes, 413 ``payload_too_large``;
 * database errors caused by the input (``DataError``: a value the column cannot hold,
@@ -26,7 +26,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from coordinator.api.body import BODY_PROBLEM
 from coordinator.errors import ProblemError, from_crypto_error
 from crypto.errors import CryptoError
 
@@ -118,8 +117,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        deferred = request.scope.get(BODY_PROBLEM)
-        problem = deferred if isinstance(deferred, ProblemError) else _validation_problem(exc)
+        problem = _validation_problem(exc)
         _count(request, problem.code)
         return problem_response(problem, request.url.path)
 

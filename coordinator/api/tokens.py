@@ -26,6 +26,7 @@ from coordinator.admin_tokens import (
     list_admin_tokens,
     revoke_admin_token,
 )
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import AdminDep, Now, SessionDep, SettingsDep, require_admin
 from coordinator.api.openapi import problems
 from coordinator.api.params import (
@@ -33,8 +34,8 @@ from coordinator.api.params import (
     Cursor,
     FederationId,
     PageLimit,
-    decode_cursor,
-    encode_cursor,
+    int_cursor,
+    read_int_cursor,
 )
 from coordinator.api.token_models import (
     AdminTokenCreate,
@@ -65,6 +66,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(
     tags=["tokens"],
+    route_class=GuardedRoute,
     dependencies=[Depends(require_admin)],
     responses=problems("invalid_token", "rate_limited"),
 )
@@ -77,6 +79,9 @@ ParticipantId = Annotated[
         examples=["0d4f6c1a-2b3e-4f5a-8c9d-7e6f5a4b3c2d"],
     ),
 ]
+# The route's path says ``{token_id:int}``: only digits reach it, so its literal sibling
+# ``.../enrollment-tokens/revoke-unused`` is not also taken by it (that path's ``Allow``
+# lists only its own methods, and ``DELETE .../revoke-unused`` is 405, not 422).
 TokenId = Annotated[
     int,
     Path(
@@ -215,19 +220,19 @@ def enrollment_tokens(
     creation, expiry, state (`unused`, `used`, `expired`, `revoked`), who redeemed it and
     when. ``next_cursor`` is null on the last page."""
     get_federation(session, federation_id)
-    after = None if cursor is None else int(decode_cursor(cursor, (int,))[0])
+    after = None if cursor is None else read_int_cursor(cursor)
     rows = list_enrollment_tokens(
         session, federation_id, now, state=state, after=after, limit=limit + 1
     )
     page = rows[:limit]
     return EnrollmentTokenPage(
         items=[_enrollment_out(r, now) for r in page],
-        next_cursor=encode_cursor(page[-1].id) if len(rows) > limit else None,
+        next_cursor=int_cursor(page[-1].id) if len(rows) > limit else None,
     )
 
 
 @router.delete(
-    "/v1/federations/{federation_id}/enrollment-tokens/{token_id}",
+    "/v1/federations/{federation_id}/enrollment-tokens/{token_id:int}",
     summary="Revoke one enrollment token that was not redeemed",
     responses=problems("federation_not_found", "token_not_found", "token_used"),
 )

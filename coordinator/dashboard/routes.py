@@ -17,6 +17,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from coordinator.admin_tokens import authenticate_admin
+from coordinator.api.body import (
+    UNAUTHENTICATED_MAX_BODY,
+    BodyGate,
+    FormRoute,
+    GuardedRoute,
+    reads_body,
+    register_gate,
+)
 from coordinator.api.deps import (
     AdminCredentials,
     AdminDep,
@@ -24,6 +32,7 @@ from coordinator.api.deps import (
     SessionDep,
     SettingsDep,
     authenticated,
+    in_session,
 )
 from coordinator.api.params import FederationId
 from coordinator.dashboard import charts, pages
@@ -81,7 +90,7 @@ def _few(indices: list[int], limit: int = 12) -> str:
 templates.env.filters["duration"] = _duration
 templates.env.filters["few"] = _few
 
-router = APIRouter(prefix=PREFIX, include_in_schema=False)
+router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=FormRoute)
 
 
 def _settings_token(settings: SettingsDep) -> str:
@@ -98,6 +107,17 @@ def require_dashboard(
 Dashboard = Annotated[LoggedIn, Depends(require_dashboard)]
 
 
+async def dashboard_gate(request: Request) -> None:
+    """:func:`require_dashboard`'s check, before a form is read."""
+    settings: SettingsDep = request.app.state.settings
+    now: datetime = request.app.state.clock()
+    await in_session(request, lambda session: require_dashboard(request, session, settings, now))
+
+
+register_gate(require_dashboard, BodyGate(dashboard_gate, UNAUTHENTICATED_MAX_BODY))
+
+
+@reads_body
 async def form_fields(request: Request) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body (at most 8 KiB), first value per name."""
     body = await request.body()
@@ -428,7 +448,7 @@ def _split_chart(view: pages.FederationView) -> Any:
 
 # -- the API route that mints a login link ------------------------------------------------
 
-links_router = APIRouter(prefix="/v1/admin", tags=["tokens"])
+links_router = APIRouter(prefix="/v1/admin", tags=["tokens"], route_class=GuardedRoute)
 
 
 @links_router.post(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from coordinator.api.body import UNAUTHENTICATED_MAX_BODY
 from coordinator.app import create_app
 from tests.coordinator.conftest import ADMIN, make_settings
 
@@ -74,7 +75,8 @@ def test_authentication_comes_before_validation(
         problem(r, 401, "invalid_token")
         assert r.headers["WWW-Authenticate"].startswith("Bearer")
     enroll = client.post("/v1/enroll", content=body, headers={"Content-Type": "application/json"})
-    assert enroll.status_code == 422  # enrollment authenticates with a token in its body
+    # enrollment authenticates with a token in its body, which may hold at most 16 KiB
+    assert enroll.status_code == (413 if len(body) > UNAUTHENTICATED_MAX_BODY else 422)
     assert snapshot() == before
 
 
@@ -82,13 +84,20 @@ def _matches(template: str, path: str) -> bool:
     return re.fullmatch(re.sub(r"\{[a-z_]+\}", "[^/]+", template), path) is not None
 
 
+def _allowed(operations: list[tuple[str, str, dict[str, Any]]], path: str) -> set[str]:
+    """The methods of the path's own template: where a literal segment and a parameter
+    both take it (``.../enrollment-tokens/revoke-unused`` and ``.../{token_id}``), the
+    template with the fewest parameters is the path's."""
+    templates = {t for _, t, _ in operations if _matches(t, path)}
+    own = min(templates, key=lambda t: t.count("{"))
+    return {m for m, t, _ in operations if t == own}
+
+
 def test_every_405_lists_the_allowed_methods(client: TestClient, problem: Any) -> None:
     operations = _operations(client)
     checked = 0
     for path in {_concrete(p) for _, p, _ in operations}:
-        # Every documented operation whose template takes this path (an id segment also
-        # takes a literal one, e.g. .../enrollment-tokens/{token_id} and .../revoke-unused).
-        allowed = {m for m, template, _ in operations if _matches(template, path)}
+        allowed = _allowed(operations, path)
         for method in set(METHODS) - allowed:
             r = client.request(method, path, headers=ADMIN)
             assert r.status_code == 405, (method, path, r.text)
@@ -97,6 +106,15 @@ def test_every_405_lists_the_allowed_methods(client: TestClient, problem: Any) -
             assert set(r.headers["Allow"].split(", ")) == allowed, (method, path)
             checked += 1
     assert checked > 100
+
+
+def test_options_on_a_literal_path_lists_only_its_methods(client: TestClient, problem: Any) -> None:
+    """``.../enrollment-tokens/revoke-unused`` is not ``.../{token_id}`` (issue 26)."""
+    path = "/v1/federations/1/enrollment-tokens/revoke-unused"
+    for method in ("OPTIONS", "DELETE", "GET"):
+        r = client.request(method, path, headers=ADMIN)
+        problem(r, 405, "method_not_allowed")
+        assert r.headers["Allow"] == "POST", method
 
 
 def _ids(page: dict[str, Any], key: str) -> list[Any]:

@@ -6,8 +6,10 @@ OpenAPI document, schemathesis draws requests that match the schema (positive) a
 requests that break it (negative); each carries the credential the operation asks
 for (admin or participant token), and positive ones mostly address the live
 federation, round 1 and ``me``. Every response is checked: no 5xx, a documented status,
-content type and headers, a body that matches its schema, and 4xx for every negative
-request. The test fails on the first kind of failure with every failing request listed.
+content type and headers, a body that matches its schema, 4xx for every negative
+request, and no schema-valid request refused as malformed (:func:`positive_data_accepted`,
+schemathesis's ``positive_data_acceptance``, ST202, by problem code). The test fails on
+the first kind of failure with every failing request listed.
 """
 
 from __future__ import annotations
@@ -49,6 +51,42 @@ CHECKS = [
     st_checks.response_schema_conformance,
     st_checks.negative_data_rejection,
 ]
+
+
+MALFORMED = frozenset(
+    {
+        "invalid_request",
+        "malformed_base64",
+        "malformed_json",
+        "json_too_complex",
+        "unsupported_media_type",
+        "payload_too_large",
+        "value_out_of_range",
+    }
+)
+"""Problem codes that say a request is malformed: what the schema should have ruled out.
+A schema-valid request may still be refused for what no schema can say (``invalid_parameter``
+for unsafe code parameters or a low-order key, ``bad_envelope`` for a ciphertext that does
+not open, ``invalid_request`` from a rule between fields such as "prototypes only for the
+protopfl strategies" (its errors are all ``value_error``), 409 for the round's state, 401
+for a token that is not the caller's)."""
+
+
+def positive_data_accepted(response: Any) -> str | None:
+    """ST202 by problem code: schemathesis's ``positive_data_acceptance`` counts every 422
+    as a refusal; here a schema-valid request fails only when refused as malformed.
+    Returns the refusal's code (None: accepted, or refused for a reason past the schema)."""
+    if response.status_code not in (400, 413, 415, 422):
+        return None
+    try:
+        doc = response.json()
+    except ValueError:
+        return "not a problem document"
+    code = doc.get("code")
+    errors = doc.get("errors") or []
+    if code == "invalid_request" and errors and all(e["type"] == "value_error" for e in errors):
+        return None  # a rule between fields (a model validator): past what a schema states
+    return str(code) if code in MALFORMED else None
 
 
 @dataclass
@@ -183,6 +221,10 @@ def _fuzz_operation(
             kinds = sorted({line.strip() for line in str(err).splitlines() if " ST" in line})
             key = f"{operation.label} [{mode.value}] -> {response.status_code} {kinds}"
             failures.setdefault(key, str(err)[:1500])
+        refused = positive_data_accepted(response) if mode is GenerationMode.POSITIVE else None
+        if refused is not None:
+            key = f"{operation.label} [positive] -> {response.status_code} ST202 {refused}"
+            failures.setdefault(key, f"{case.as_curl_command()}\n{response.text[:800]}")
 
     try:
         run()
