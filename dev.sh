@@ -2,6 +2,7 @@
 # Set up (or reuse) the project's virtual environment, then run one job.
 #   bash dev.sh demo   - the embedded federated demo (main job)
 #   bash dev.sh test   - lint, type check and the whole test suite
+#   bash dev.sh quick  - lint, type check and the tests not marked slow, SQLite only
 #   bash dev.sh bench  - the benchmarks
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -66,7 +67,16 @@ case "$job" in
     test)
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
-        "$VENV/bin/python" -m pytest "$@"
+        # Two workers on the 2-core machine (pytest-xdist; each worker has its own databases);
+        # SECFPP_TEST_WORKERS=0 runs in one process. The 25 slowest tests are listed at the end.
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --durations=25 "$@"
+        ;;
+    quick)
+        # The inner loop: lint, types and every test not marked slow, on SQLite only.
+        "$VENV/bin/ruff" check .
+        "$VENV/bin/mypy"
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" -m "not slow and not postgres" \
+            -q --durations=10 "$@"
         ;;
     demo)
         "$VENV/bin/python" -m demo "$@"
@@ -75,7 +85,7 @@ case "$job" in
         "$VENV/bin/python" -m bench.crypto_round "$@"
         ;;
     *)
-        echo "usage: bash dev.sh {demo|test|bench} [args...]" >&2
+        echo "usage: bash dev.sh {demo|test|quick|bench} [args...]" >&2
         exit 2
         ;;
 esac

@@ -392,6 +392,11 @@ def _set_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_open_clip(record: logging.LogRecord) -> bool:
+    """Drop open_clip's INFO lines (model parsing and building, tokenizer) without -v."""
+    return record.levelno >= logging.WARNING or "open_clip" not in record.pathname
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -401,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.verbose:  # one line per request and poll would drown what matters
         logging.getLogger("httpx").setLevel(logging.WARNING)
+        for handler in logging.getLogger().handlers:  # open_clip logs its steps on the root
+            handler.addFilter(_quiet_open_clip)
     command = {"enroll": _enroll, "run": _run, "status": _status, "set-token": _set_token}.get(
         args.command, getattr(args, "handler", None)
     )

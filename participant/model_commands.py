@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,9 @@ def _predict(args: argparse.Namespace) -> int:
             for c in row:
                 cells += [model.classnames[int(c)], f"{probs[int(c)]:.6f}"]
             writer.writerow(cells)
+    except BrokenPipeError:  # `predict ... | head`: the reader left; not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush must not raise again
     finally:
         if args.out:
             out.close()

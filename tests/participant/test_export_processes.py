@@ -1,6 +1,8 @@
-"""Real processes: a federation created the README's way (no backbone, no prompt.dim) runs
-one round with three ``secfpp-participant run`` daemons on the shipped ``tiny-offline``;
-``secfpp-participant export`` then writes one participant's personalized prompt, and
+"""Real processes, a federation's whole life: created the README's way (no backbone, no
+prompt.dim: the shipped ``tiny-offline`` is pinned) on autopilot, it runs its two rounds with
+three ``secfpp-participant run`` daemons and no admin call after creation, ends ``finished:
+rounds done``, and every daemon exits 0 saying so; ``secfpp-participant export`` then writes
+one participant's personalized prompt, and
 ``evaluate`` / ``predict`` (each its own process) and the Python API reproduce exactly the
 held-out accuracy the daemon reported to the coordinator, on the same held-out images.
 """
@@ -23,6 +25,7 @@ from demo.processes import ProcessGroup
 from demo.run import Deployment
 
 N = 3
+ROUNDS = 2
 IMAGES = 240  # 80 per participant: 64 to train, 16 held out
 
 
@@ -77,7 +80,7 @@ def test_export_and_predict_reproduce_the_daemons_accuracy(tmp_path: Path) -> No
                     "collusion_fraction": 0.34,
                     "min_aggregation_size": 2,
                 },
-                "rounds": {"total": 1},
+                "rounds": {"total": ROUNDS, "schedule": "auto"},
                 "deadlines": {"sharing_s": 240, "distances_s": 60, "aggregation_s": 60},
             }
         )
@@ -90,28 +93,34 @@ def test_export_and_predict_reproduce_the_daemons_accuracy(tmp_path: Path) -> No
             deployment.start_participant(
                 p, states[p], folders[p], checkpoint=None, epochs=2, template="a photo of a {}."
             )
-        assert deployment.admin.post(f"/v1/federations/{fid}/rounds").status_code == 201
+        # autopilot: no POST .../rounds; the coordinator starts both rounds itself
         for p in range(N):
-            assert procs.children[f"participant-{p}"].wait(300) == 0, procs.log_path(
-                f"participant-{p}"
-            )
+            log = procs.log_path(f"participant-{p}")
+            assert procs.children[f"participant-{p}"].wait(600) == 0, log
+            assert "federation finished: rounds done" in log.read_text(), log
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            status = deployment.admin.get(f"/v1/federations/{fid}/rounds/1").json()
+            status = deployment.admin.get(f"/v1/federations/{fid}/rounds/{ROUNDS}").json()
             if len(status.get("metrics") or {}) == N:
                 break
             time.sleep(0.3)
         assert status["stage"] == "published"
+        fed = deployment.admin.get(f"/v1/federations/{fid}").json()
+        assert fed["status"]["state"] == "finished"
+        assert fed["status"]["reason"] == "finished: rounds done"
+        rounds = deployment.admin.get(f"/v1/federations/{fid}/rounds?limit=50").json()["items"]
+        assert [r["number"] for r in rounds] == list(range(1, ROUNDS + 1))
 
     state = states[0]
     index = Deployment.index(state)
     reported = float(status["metrics"][str(index)]["accuracy"])
-    assert reported == json.loads((state / "rounds" / "1" / "metrics.json").read_text())["accuracy"]
+    recorded = json.loads((state / "rounds" / str(ROUNDS) / "metrics.json").read_text())
+    assert reported == recorded["accuracy"]
 
     model = tmp_path / "org-0.safetensors"
     done = _cli("export", "--state", str(state), "--out", str(model))
     assert done.returncode == 0, done.stderr
-    assert f"round 1 to {model}" in done.stdout
+    assert f"round {ROUNDS} to {model}" in done.stdout
     assert model.stat().st_mode & 0o077 == 0  # the personalized prompt stays private
 
     held_out = _held_out(folders[0], index, tmp_path / "held-out")
