@@ -34,7 +34,12 @@ def _backbone_options(p: argparse.ArgumentParser) -> None:
         help="the backbone's checkpoint file or open_clip model directory (default: the "
         "shipped weights of tiny-offline, or the file the daemon trained with)",
     )
-    p.add_argument("--device", default="cpu", choices=["auto", "cuda", "cpu"])
+    p.add_argument(
+        "--device",
+        default="cpu",
+        choices=["auto", "cuda", "cpu"],
+        help="where the backbone runs (auto: CUDA when available)",
+    )
 
 
 def add_model_commands(sub: Any) -> None:

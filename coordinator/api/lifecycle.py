@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from coordinator.api.admin import ERRORS, PROBLEM
+from coordinator.api.body import GuardedRoute
 from coordinator.api.deps import Now, SessionDep, require_admin
 from coordinator.api.lists import federation_out
 from coordinator.api.models import FederationOut, LifecycleRequest
@@ -28,6 +29,7 @@ router = APIRouter(
     tags=["admin"],
     dependencies=[Depends(require_admin)],
     responses={k: {**v, **PROBLEM} for k, v in ERRORS.items()},
+    route_class=GuardedRoute,
 )
 
 

@@ -141,7 +141,7 @@ def test_render_accuracy_main_reads_the_privacy_json(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{START}\n{END}\nrest\n")
     assert (
-        render_main(["--json", str(acc), "--privacy-json", str(priv), "--readme", str(readme)]) == 0
+        render_main(["--json", str(acc), "--privacy-json", str(priv), "--doc", str(readme)]) == 0
     )
     text = readme.read_text()
     assert "| two-domain | local only | none | 0.850 | 0.512 ± 0.021 | 0.013 |" in text
@@ -151,7 +151,7 @@ def test_render_accuracy_main_reads_the_privacy_json(tmp_path: Path) -> None:
     del old["results"]
     priv.write_text(json.dumps(old))
     assert (
-        render_main(["--json", str(acc), "--privacy-json", str(priv), "--readme", str(readme)]) == 0
+        render_main(["--json", str(acc), "--privacy-json", str(priv), "--doc", str(readme)]) == 0
     )
     assert "MIA AUC (LiRA)" not in readme.read_text()
     assert render(_accuracy()) == render(_accuracy(), None)

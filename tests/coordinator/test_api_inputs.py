@@ -42,6 +42,7 @@ def _numbered_paths(h: Any, number: int) -> list[tuple[str, str, dict[str, str],
         ("POST", f"{base}/refusals", p.headers, {"reason": "overlapping_sets"}),
         ("GET", f"{base}/outcome", p.headers, None),
         ("POST", f"{base}/metrics", p.headers, {"accuracy": 0.5}),
+        ("POST", f"{base}/beacon-contribution", p.headers, {"commitment": "00" * 32}),
     ]
 
 
@@ -52,7 +53,7 @@ def test_every_path_that_takes_a_round_number_is_covered(client: TestClient) -> 
         if "{number}" in path
         for method in item
     }
-    assert len(documented) == 8  # the 9 cases above: the inbox both as "me" and by id
+    assert len(documented) == 9  # the 10 cases above: the inbox both as "me" and by id
     templated = {
         ("GET", "/v1/federations/{federation_id}/rounds/{number}"),
         ("POST", "/v1/federations/{federation_id}/rounds/{number}/abort"),
@@ -62,6 +63,7 @@ def test_every_path_that_takes_a_round_number_is_covered(client: TestClient) -> 
         ("POST", "/v1/participants/me/rounds/{number}/refusals"),
         ("GET", "/v1/participants/me/rounds/{number}/outcome"),
         ("POST", "/v1/participants/me/rounds/{number}/metrics"),
+        ("POST", "/v1/participants/me/rounds/{number}/beacon-contribution"),
     }
     assert documented == templated
 

@@ -45,7 +45,7 @@ def test_every_participant_default_is_in_the_help(
 def test_run_help_names_the_defaults_a_user_needs(capsys: pytest.CaptureFixture[str]) -> None:
     text = _help_of(main, ["run"], capsys)
     for shown in (
-        "(default: tiny-offline)",
+        "default: the model the federation pins",
         "(default: 2)",
         "(default: 0.002)",
         "(default: 32)",

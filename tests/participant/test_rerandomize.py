@@ -106,7 +106,7 @@ def _values(payload: bytes) -> np.ndarray:
 
 def test_sealed_zero_sharings_rerandomize_and_decode_exactly() -> None:
     present = (0, 1, 2, 4, 5, 6, 7)  # participant 3 did not share: it neither counts nor adds
-    refs = ReferenceSets(present, ((0, (0, 1, 2, 4)), (1, (5, 6, 7))), ((0, (0, 1)),))
+    refs = ReferenceSets(present, ((0, (0, 1, 2, 4, 5, 6, 7)),), ((0, (0, 1, 2)),))
     task = _task(refs)
     boxes = _inboxes(task, list(present))
     code = PARAMS.clustering_lcc()
