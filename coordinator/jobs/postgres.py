@@ -308,6 +308,10 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
         retired = False
         try:
             await app.open_async()
+            if _stop_requested():
+                # a stop that arrived while the pool opened can be absorbed by it: without
+                # this check the worker would start and run until the shutdown timeout
+                raise asyncio.CancelledError
             restarts.running()
             stale = await _work_while_connected(app, runtime, options, database_url)
             if stale is not None:
@@ -317,8 +321,7 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
                 retired = True
                 restarts.failed("lost the database, which answers again")
                 continue
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if _stop_requested():
                 # procrastinate's worker absorbs the cancellation while it shuts down
                 # gracefully and returns: that is a stop, not an outage to restart after
                 raise asyncio.CancelledError
@@ -334,6 +337,13 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(app.close_async(), timeout=10)
         await asyncio.sleep(restarts.next_wait())
+
+
+def _stop_requested() -> bool:
+    """Whether the running task was asked to stop (cancelled), even if an awaited call
+    swallowed the ``CancelledError``."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 _RETIRED: set[asyncio.Task[None]] = set()
@@ -367,6 +377,14 @@ async def _work_while_connected(
     except asyncio.CancelledError:
         watch.cancel()
         work.cancel()
+        while not work.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.wait({work}, timeout=0.5)
+            if not work.done() and work.cancelling() == 0:
+                # the worker absorbed the cancellation (it landed while procrastinate was
+                # starting) and went on working: ask again. A graceful shutdown in progress
+                # keeps its cancellation pending and is left to finish its running jobs.
+                work.cancel()
         with contextlib.suppress(BaseException):
             await work
         raise

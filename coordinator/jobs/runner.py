@@ -12,6 +12,7 @@ loop; on SQLite always the local threads) and the deadline tick: every
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from datetime import datetime
 
@@ -119,7 +120,13 @@ class JobRunner:
             # pool 10 s more; never wait longer than that (a shutdown must not hang)
             done, _ = await asyncio.wait({self._worker}, timeout=STOP_TIMEOUT_S)
             if not done:
-                log.warning("job worker did not stop in %.0f s; leaving it", STOP_TIMEOUT_S)
+                where = io.StringIO()
+                self._worker.print_stack(file=where)
+                log.warning(
+                    "job worker did not stop in %.0f s; leaving it (%s)",
+                    STOP_TIMEOUT_S,
+                    where.getvalue().strip(),
+                )
             self._worker = None
         if isinstance(self.queue, LocalJobs):
             await asyncio.to_thread(self.queue.stop)

@@ -329,6 +329,106 @@ def test_a_cancelled_worker_that_returns_quietly_stops_instead_of_restarting(
     assert starts == [1]
 
 
+def test_a_stop_absorbed_while_the_pool_opens_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cancellation that arrives while procrastinate's pool opens can be swallowed by the
+    pool; the worker must still stop instead of starting work (a coordinator stopped right
+    after it started waited its whole 45 s shutdown timeout: four PostgreSQL tests spent
+    45 s each in teardown)."""
+    from coordinator.jobs import postgres
+
+    worked: list[int] = []
+
+    class AbsorbingApp:
+        async def open_async(self) -> None:
+            with contextlib.suppress(asyncio.CancelledError):  # as a pool's open may
+                await asyncio.sleep(0.2)
+
+        async def close_async(self) -> None:
+            return None
+
+    async def work(app: Any, runtime: Any, options: Any) -> None:
+        worked.append(1)
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: AbsorbingApp())
+    monkeypatch.setattr(postgres, "_work", work)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.05)  # inside open_async
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert done, "run_worker kept running after it was cancelled"
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+    assert worked == []
+
+
+@pytest.mark.parametrize("absorbs", [True, False], ids=["absorbed", "graceful"])
+def test_a_worker_that_absorbs_the_stop_while_starting_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch, absorbs: bool
+) -> None:
+    """procrastinate's worker can absorb a cancellation that lands while it starts (and
+    clear it) and go on working: ``run_worker`` asks again, so a stop is prompt. A worker
+    in its graceful shutdown (the cancellation still pending) is not interrupted: its
+    running jobs finish."""
+    from coordinator.jobs import postgres
+
+    finished_gracefully: list[bool] = []
+
+    class App:
+        async def open_async(self) -> None:
+            return None
+
+        async def close_async(self) -> None:
+            return None
+
+    async def work(app: Any, runtime: Any, options: Any) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            assert task is not None
+            if absorbs:
+                task.uncancel()  # swallowed while starting: it works on
+                await asyncio.sleep(3600)
+            else:
+                await asyncio.sleep(1.0)  # graceful shutdown: running jobs finish
+                finished_gracefully.append(True)
+                raise
+
+    async def watch(url: str, timeout_s: float) -> None:
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: App())
+    monkeypatch.setattr(postgres, "_work", work)
+    monkeypatch.setattr(postgres, "watch_database", watch)
+
+    async def scenario() -> float:
+        task = asyncio.create_task(
+            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.05)
+        start = asyncio.get_running_loop().time()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert done, "run_worker kept running after it was cancelled"
+        assert task.cancelled()
+        return asyncio.get_running_loop().time() - start
+
+    took = asyncio.run(scenario())
+    if absorbs:
+        assert took < 2
+    else:
+        assert finished_gracefully == [True]
+        assert took >= 0.9
+
+
 def test_the_worker_runs_again_within_seconds_of_a_database_outage(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
