@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import os
 import platform
-import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +42,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+
+from bench.load import stop_process_group
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-admin-token"  # a throwaway token of a throwaway server
@@ -95,13 +96,7 @@ def coordinator(work: Path, repo: Path = REPO) -> Iterator[tuple[int, int]]:
             time.sleep(0.2)
         yield port, process.pid
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(15)
+        stop_process_group(process)
         log.close()
 
 

@@ -108,6 +108,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group of ``process`` (started with ``start_new_session``), and
+    SIGKILL it when it has not exited 15 s later."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(15)
+
+
 @contextlib.contextmanager
 def _database(args: argparse.Namespace, work: Path) -> Iterator[str]:
     """A fresh database URL for the run (PostgreSQL: created here, dropped after)."""
@@ -188,13 +200,7 @@ def _coordinator(
         print(f"coordinator {replica} pid {process.pid} on {base}, log {log}", flush=True)
         yield base, process.pid
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(15)
+        stop_process_group(process)
 
 
 @contextlib.contextmanager
