@@ -19,21 +19,21 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from coordinator.config import FederationConfig, FederationCreate
-from coordinator.db.models import EnrollmentToken, Federation, Participant
-from coordinator.errors import ProblemError
-from coordinator.rounds import beacons
-from coordinator.rounds.store import rowcount
-from coordinator.tokens import (
+from secfpp.coordinator.config import FederationConfig, FederationCreate
+from secfpp.coordinator.db.models import EnrollmentToken, Federation, Participant
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds import beacons
+from secfpp.coordinator.rounds.store import rowcount
+from secfpp.coordinator.tokens import (
     ENROLLMENT_PREFIX,
     PARTICIPANT_PREFIX,
     digests_equal,
     hash_token,
     new_token,
 )
-from crypto.errors import ParameterError
-from crypto.rng import RandomSource
-from crypto.transport import load_public_key
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import RandomSource
+from secfpp.crypto.transport import load_public_key
 
 __all__ = [
     "Enrollment",

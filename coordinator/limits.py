@@ -74,7 +74,7 @@ MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
 
 MAX_PRIME: Final = 4_600_000_000_000_000_000
 """Largest field prime the API accepts. The core takes primes below ``2**62``
-(``crypto.field.MAX_PRIME``); the API stops at ``4.6e18``, a round decimal that is exact
+(``secfpp.crypto.field.MAX_PRIME``); the API stops at ``4.6e18``, a round decimal that is exact
 in a double, so that a client holding a prime as a double and writing its shortest
 decimal (as JavaScript and many JSON libraries do) never writes more than the bound: at
 ``2**62 - 1`` that decimal would read ``4611686018427387904``, which the core must

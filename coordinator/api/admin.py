@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, status
 
-from coordinator.api.body import GuardedRoute
-from coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
-from coordinator.api.lists import federation_out
-from coordinator.api.models import (
+from secfpp.coordinator.api.body import GuardedRoute
+from secfpp.coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
+from secfpp.coordinator.api.lists import federation_out
+from secfpp.coordinator.api.models import (
     AbortRequest,
     EnrollmentTokens,
     EnrollmentTokensRequest,
@@ -20,17 +20,17 @@ from coordinator.api.models import (
     FederationOut,
     RoundStatus,
 )
-from coordinator.api.params import FederationId, RoundNumber
-from coordinator.config import FederationCreate
-from coordinator.federations import (
+from secfpp.coordinator.api.params import FederationId, RoundNumber
+from secfpp.coordinator.config import FederationCreate
+from secfpp.coordinator.federations import (
     create_federation,
     federation_config,
     get_federation,
     issue_enrollment_tokens,
 )
-from coordinator.rounds import service, store, views
-from coordinator.rounds.driver import RoundDriver
-from coordinator.rounds.participant_metrics import federation_metrics
+from secfpp.coordinator.rounds import service, store, views
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.rounds.participant_metrics import federation_metrics
 
 __all__ = ["router"]
 

@@ -15,12 +15,12 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from coordinator.api.body import PARSED_JSON, reads_body
-from coordinator.api.models import ShareUpload
-from coordinator.errors import from_crypto_error
-from coordinator.rounds import uploads
-from crypto.errors import WireFormatError
-from crypto.wire import unpack_envelopes
+from secfpp.coordinator.api.body import PARSED_JSON, reads_body
+from secfpp.coordinator.api.models import ShareUpload
+from secfpp.coordinator.errors import from_crypto_error
+from secfpp.coordinator.rounds import uploads
+from secfpp.crypto.errors import WireFormatError
+from secfpp.crypto.wire import unpack_envelopes
 
 __all__ = ["BINARY_SCHEMA", "OCTETS", "SHARES_BODY", "share_envelopes", "wants_binary"]
 

@@ -53,8 +53,8 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coordinator.errors import ProblemError
-from coordinator.limits import MAX_JSON_DEPTH, MAX_JSON_TOKENS
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.limits import MAX_JSON_DEPTH, MAX_JSON_TOKENS
 
 __all__ = [
     "BUDGET_WAIT_S",

@@ -40,15 +40,15 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
-from coordinator.admin_tokens import AdminCredential, authenticate_admin
-from coordinator.api.body import UNAUTHENTICATED_MAX_BODY, BodyGate, register_gate
-from coordinator.db.models import Participant
-from coordinator.errors import ProblemError
-from coordinator.metrics import Metrics
-from coordinator.participant_tokens import authenticate_participant
-from coordinator.ratelimit import ClientLimits, client_key
-from coordinator.rounds.driver import RoundDriver
-from coordinator.settings import Settings
+from secfpp.coordinator.admin_tokens import AdminCredential, authenticate_admin
+from secfpp.coordinator.api.body import UNAUTHENTICATED_MAX_BODY, BodyGate, register_gate
+from secfpp.coordinator.db.models import Participant
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.metrics import Metrics
+from secfpp.coordinator.participant_tokens import authenticate_participant
+from secfpp.coordinator.ratelimit import ClientLimits, client_key
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.settings import Settings
 
 __all__ = [
     "AdminCredentials",

@@ -17,20 +17,20 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from coordinator.api.lists import list_federations
-from coordinator.api.models import FederationStatus
-from coordinator.config import FederationConfig
-from coordinator.dashboard.charts import Cell
-from coordinator.dashboard.timeline import RoundLine, round_line
-from coordinator.db.models import Federation, Participant, Round, RoundEvent
-from coordinator.federations import get_federation
-from coordinator.limits import MAX_PAGE_LIMIT
-from coordinator.participant_tokens import participants_of
-from coordinator.rounds import history, store
-from coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
-from coordinator.rounds.participant_metrics import metric_values
-from coordinator.rounds.state import RoundState
-from crypto.dp import LedgerRecord, epsilon_by_participant
+from secfpp.coordinator.api.lists import list_federations
+from secfpp.coordinator.api.models import FederationStatus
+from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.dashboard.charts import Cell
+from secfpp.coordinator.dashboard.timeline import RoundLine, round_line
+from secfpp.coordinator.db.models import Federation, Participant, Round, RoundEvent
+from secfpp.coordinator.federations import get_federation
+from secfpp.coordinator.limits import MAX_PAGE_LIMIT
+from secfpp.coordinator.participant_tokens import participants_of
+from secfpp.coordinator.rounds import history, store
+from secfpp.coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
+from secfpp.coordinator.rounds.participant_metrics import metric_values
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.crypto.dp import LedgerRecord, epsilon_by_participant
 
 PER_PARTICIPANT_LINES = 20
 

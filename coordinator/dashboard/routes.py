@@ -16,8 +16,8 @@ from fastapi import APIRouter, Depends, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from coordinator.admin_tokens import authenticate_admin
-from coordinator.api.body import (
+from secfpp.coordinator.admin_tokens import authenticate_admin
+from secfpp.coordinator.api.body import (
     UNAUTHENTICATED_MAX_BODY,
     BodyGate,
     FormRoute,
@@ -25,7 +25,7 @@ from coordinator.api.body import (
     reads_body,
     register_gate,
 )
-from coordinator.api.deps import (
+from secfpp.coordinator.api.deps import (
     AdminCredentials,
     AdminDep,
     Now,
@@ -34,9 +34,9 @@ from coordinator.api.deps import (
     authenticated,
     in_session,
 )
-from coordinator.api.params import FederationId
-from coordinator.dashboard import charts, pages
-from coordinator.dashboard.auth import (
+from secfpp.coordinator.api.params import FederationId
+from secfpp.coordinator.dashboard import charts, pages
+from secfpp.coordinator.dashboard.auth import (
     COOKIE,
     SESSION_TTL_S,
     DashboardAuthError,
@@ -50,14 +50,14 @@ from coordinator.dashboard.auth import (
     redeem_link,
     resume_session,
 )
-from coordinator.errors import ProblemError
-from coordinator.participant_tokens import (
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.participant_tokens import (
     get_participant,
     participants_of,
     revoke_participant,
     rotate_participant_token,
 )
-from coordinator.rounds import control
+from secfpp.coordinator.rounds import control
 
 __all__ = ["FRAGMENTS", "PREFIX", "links_router", "router", "templates"]
 
