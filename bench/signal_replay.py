@@ -5,10 +5,9 @@ For each setting, Dirichlet ``alpha``, federation size and seed, the participant
 (:func:`participant.learning.reduction.data_signal`: the unit direction of the JL-reduced
 mean of their frozen image embeddings, what they share with ``reduction.signal = "data"``),
 and :func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on plaintext distances
-(which the coded path reproduces exactly) from one cluster, with the coordinator's split
-rules for the data signal (``secfpp.coordinator.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
-``--probe-fraction``, ``--probe-ratio``). No training is involved: the data signal does not
-depend on the prompts. Reported per case:
+(which the coded path reproduces exactly) from one cluster, with the coordinator's calibrated
+split rule (``--false-split-rate``, default: the federation's; ``--null-draws``). No
+training is involved: the data signal does not depend on the prompts. Reported per case:
 
 * single-domain federations: how many ever split (false splits);
 * multi-domain federations: the first round after which every true domain has its own
@@ -16,7 +15,8 @@ depend on the prompts. Reported per case:
   after that round (flip-flops).
 
 Usage: ``python -m bench.signal_replay [--seeds 20] [--rounds 6] [--alphas 0.5 5]
-[--sizes 8 10]`` (``--quick``: 2 seeds, 3 rounds, alpha 0.5, 10 participants, 60 images).
+[--sizes 8 10] [--signals cache.npz]`` (``--quick``: 2 seeds, 3 rounds, alpha 0.5,
+10 participants, 60 images).
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def replay(
         )
         if refs is None:
             raise ValueError(f"{n} participants are too few for reference sets")
-        membership = secpc_step(plaintext_distances(list(x), refs), membership, config).membership
+        membership = secpc_step(
+            plaintext_distances(list(x), refs), membership, config, salt=f"replay|{number}"
+        ).membership
         history.append(sorted(tuple(sorted(m)) for _, m in membership.clusters))
     return history
 
@@ -93,9 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 5.0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 10])
     parser.add_argument("--images", type=int, default=300, help="images per participant")
-    parser.add_argument("--split-threshold", type=float, default=None)
-    parser.add_argument("--probe-fraction", type=float, default=None)
-    parser.add_argument("--probe-ratio", type=float, default=None)
+    parser.add_argument("--false-split-rate", type=float, default=None)
+    parser.add_argument("--null-draws", type=int, default=None)
+    parser.add_argument(
+        "--signals",
+        type=Path,
+        default=None,
+        help="an .npz cache of the data signals: read when it holds a case, written after",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/signal_replay.json"))
     args = parser.parse_args(argv)
@@ -107,15 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
     from secfpp.participant.learning import configure_threads, data_signal, load_backbone
 
-    threshold, fraction, ratio = ClusteringPolicy(
-        split_threshold=args.split_threshold,
-        probe_fraction=args.probe_fraction,
-        probe_ratio=args.probe_ratio,
-    ).split_rules("data")
+    chosen = {
+        k: v
+        for k, v in (("false_split_rate", args.false_split_rate), ("null_draws", args.null_draws))
+        if v is not None
+    }
+    policy = ClusteringPolicy.model_validate(chosen)
     config = ClusteringConfig(
-        split_threshold=threshold,
-        probe_fraction=fraction,
-        probe_ratio=ratio,
+        false_split_rate=policy.false_split_rate,
+        null_draws=policy.null_draws,
         min_aggregation_size=3,
         min_reference_size=3,
     )
@@ -123,24 +130,37 @@ def main(argv: list[str] | None = None) -> int:
     register_offline_models()
     backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
     print(
-        f"== data signal, split_threshold {threshold}, probe_fraction {fraction}, "
-        f"probe_ratio {ratio}, {args.rounds} rounds, {args.seeds} seeds"
+        f"== data signal, false_split_rate {config.false_split_rate}, null_draws "
+        f"{config.null_draws}, {args.rounds} rounds, {args.seeds} seeds"
     )
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
+    cache: dict[str, NDArray[Any]] = {}
+    if args.signals is not None and args.signals.exists():
+        with np.load(args.signals) as stored:
+            cache = {k: stored[k] for k in stored.files}
     for setting in args.settings:
         for alpha in args.alphas:
             for size in args.sizes:
                 cases = []
                 for seed in range(args.seeds):
-                    built = setting_partition(
-                        setting, size, alpha=alpha, seed=seed, images_per_participant=args.images
-                    )
-                    data = _participants(
-                        built.parts, backbone, per_participant=args.images, seed=seed
-                    )
-                    x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
-                    domains = [d.group for d in data]
+                    key = f"{setting}|{alpha}|{size}|{seed}|{args.images}"
+                    if key not in cache:
+                        built = setting_partition(
+                            setting,
+                            size,
+                            alpha=alpha,
+                            seed=seed,
+                            images_per_participant=args.images,
+                        )
+                        data = _participants(
+                            built.parts, backbone, per_participant=args.images, seed=seed
+                        )
+                        x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
+                        cache[key] = x
+                        cache[f"{key}|domains"] = np.array([d.group for d in data])
+                    x = cache[key]
+                    domains = [str(d) for d in cache[f"{key}|domains"]]
                     cases.append(_case(replay(x, domains, config, rounds=args.rounds), domains))
                 row: dict[str, Any] = {"setting": setting, "alpha": alpha, "participants": size}
                 if setting == "single":
@@ -160,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(f"{setting:>12} alpha {alpha:<4} n {size:>2}: {text}", flush=True)
     print(f"{time.monotonic() - started:.0f} s")
+    if args.signals is not None:
+        args.signals.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(args.signals, **cache)  # type: ignore[arg-type]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rules = {"split_threshold": threshold, "probe_fraction": fraction, "probe_ratio": ratio}
+    rules = {"false_split_rate": config.false_split_rate, "null_draws": config.null_draws}
     args.out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1))
     print(f"written: {args.out}")
     return 0

@@ -49,6 +49,7 @@ Correctness rests on the compare-and-set alone; the locks only save work. Withou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -483,7 +484,13 @@ class RoundDriver:
             results = store.results_of(
                 session, rnd.id, Stage.DISTANCES, state.responders[Stage.DISTANCES.value]
             )
-            return self._timed(Stage.DISTANCES, run_clustering, state, config, results)
+            clustering = functools.partial(
+                run_clustering,
+                number=rnd.number,
+                salt=probe_salt_of(rnd.federation_id, rnd.number, state),
+                accuracy=store.reported_accuracy(session, rnd.federation_id, rnd.number),
+            )
+            return self._timed(Stage.DISTANCES, clustering, state, config, results)
         if stage not in UPLOAD_STAGES:
             return None
         if stage is Stage.SHARING:
