@@ -194,15 +194,24 @@ def decode_distances(
     results: Mapping[int, FieldArray],
     refs: ReferenceSets,
     spec: FieldSpec,
+    *,
+    noisy: bool = False,
 ) -> tuple[Distances, Decoded]:
-    """Decode participants' result vectors into :class:`Distances` (module doc, step 3)."""
+    """Decode participants' result vectors into :class:`Distances` (module doc, step 3).
+
+    ``noisy``: the results carry distance-stage DP noise (:mod:`crypto.dp.distance`), so a
+    small distance may decode below zero; it is clamped to 0 (post-processing) instead of
+    being taken for a wrapped field (the noise's headroom is checked at configuration).
+    """
     decoded = code.decode(results, degree=2)
     if decoded.values.shape[1] != refs.result_length:
         raise DecodeError(
             f"result vectors have {decoded.values.shape[1]} values, expected {refs.result_length}"
         )
     lifted = code.field.centered(decoded.values)
-    if (lifted < 0).any():
+    if noisy:
+        lifted = np.maximum(lifted, 0)
+    elif (lifted < 0).any():
         raise DecodeError("a decoded squared distance is negative: the field wrapped")
     totals = np.sum(lifted.astype(object), axis=0)  # exact: K chunk values below (p-1)/2
     n_sets = len(refs.sets)

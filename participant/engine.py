@@ -39,6 +39,7 @@ from secfpp.participant.protocol import (
     aggregation_payload,
     committee_of,
     crypto_params,
+    distance_noise,
     distance_payload,
     distance_request,
     distributed_noise,
@@ -406,6 +407,7 @@ class Engine:
                 update=self.state.read_array(self._path(number, "update.npy")),
                 rng=self.rng,
                 noise=distributed_noise(self.config, self.params),  # distributed DP, else None
+                distance_noise=distance_noise(self.config, self.params),  # distance-stage DP
             )
             self.state.write_bytes(body_path, json.dumps(body).encode())
             progress["sharing_specs"] = task["sharing"]["envelopes"]
