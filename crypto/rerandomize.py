@@ -237,10 +237,13 @@ def rerandomized_distances(
     shares: Mapping[int, FieldArray],
     contributions: Mapping[int, FieldArray],
     refs: ReferenceSets,
+    *,
+    centre_pairs: bool = True,
 ) -> FieldArray:
     """:func:`~crypto.secpc.coded_distances` plus every present participant's zero-sharing.
 
     The contributors are ``refs.participants`` (module doc, "Who contributes").
+    ``centre_pairs=False`` with distance-stage DP noise (see ``coded_distances``).
     """
-    coded = coded_distances(field, shares, refs)
+    coded = coded_distances(field, shares, refs, centre_pairs=centre_pairs)
     return rerandomize(field, coded, contributions, refs.participants)

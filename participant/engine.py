@@ -503,7 +503,13 @@ class Engine:
                 elif rerandomizes(self.config):  # the federation's choice, not the task's
                     zeros = self._opened(task, number, ZERO_KIND)
                     failed = tuple(sorted(set(failed) | set(zeros.failed)))
-                    payload, digest = distance_payload(task, opened, self.params, zeros=zeros)
+                    payload, digest = distance_payload(
+                        task,
+                        opened,
+                        self.params,
+                        zeros=zeros,
+                        noisy=distance_noise(self.config, self.params) is not None,
+                    )
                 else:
                     payload, digest = distance_payload(task, opened, self.params)
                 check_same_request(answered, digest)

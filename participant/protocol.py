@@ -417,12 +417,16 @@ def distance_payload(
     opened: OpenedShares,
     params: CryptoParams,
     zeros: OpenedShares | None = None,
+    *,
+    noisy: bool = False,
 ) -> tuple[bytes, str]:
     """Packed coded distances and the request digest; raises RefusalError first if unsafe.
 
     With ``zeros`` (the opened zero-sharing contributions, :mod:`participant.rerandomize`)
     the result is re-randomized (:func:`crypto.rerandomize.rerandomized_distances`), and a
     present participant whose contribution did not open is refused like a missing share.
+    ``noisy`` (the federation's distance-stage DP noise, :mod:`crypto.dp.distance`): the
+    centre-centre slots are left at 0, so only point-centre values (plus noise) are released.
     """
     refs = distance_request(task)
     have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
@@ -430,10 +434,14 @@ def distance_payload(
         refs, have_shares_from=have, min_reference_size=params.min_reference_size
     )
     field = params.clustering_field.field
+    if noisy and zeros is None:
+        raise ValueError("distance noise needs the re-randomizing contributions (zeros=)")
     if zeros is None:
         values = coded_distances(field, opened.shares, refs)
     else:
-        values = rerandomized_distances(field, opened.shares, zeros.shares, refs)
+        values = rerandomized_distances(
+            field, opened.shares, zeros.shares, refs, centre_pairs=not noisy
+        )
     if values.size != int(task["distances"]["result_length"]):
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))

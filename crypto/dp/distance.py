@@ -13,15 +13,14 @@ form a Reed-Solomon codeword (the decoder corrects wrong results as before) and 
 coordinator decodes ``dec_o + sum_{i in C} e_{i,o}``: the true value plus the sum of the
 contributors' noise, exactly, in the field's integer units.
 
-**Units.** The decoded slots are integers: ``dec(i, S) = |m_S q_i - Q_S|^2`` and
-``dec(c, c') = |m_c' Q_c - m_c Q_c'|^2`` with ``q_i = round(s x_i)`` the quantized
-reduced prompt (``s = 2**bits`` of the clustering field), ``Q_S = sum_{k in S} q_k``
-(:mod:`crypto.secpc`). The noise is added in these units, one ``sigma`` for every slot,
-so the real squared distance ``D[i, S] = dec / (s^2 m_S^2)`` carries noise of std
-``sqrt(n) sigma / (s^2 m_S^2)`` with ``n`` contributors, and ``E[c, c']`` std
-``sqrt(n) sigma / (s^2 m_c^2 m_c'^2)``. ``sigma`` is set from the noise multiplier ``z``:
-``sqrt(n_min) sigma >= z * 3 R^2 m_min^2`` (:attr:`DistanceNoise.unit`): the summed
-noise is at least ``z`` times the largest change one participant can make to a
+**Units.** The decoded slots are integers: ``dec(i, S) = |m_S q_i - Q_S|^2`` with
+``q_i = round(s x_i)`` the quantized reduced prompt (``s = 2**bits`` of the clustering
+field), ``Q_S = sum_{k in S} q_k`` (:mod:`crypto.secpc`); the centre-centre slots are left
+at 0 (see "Sensitivity"). The noise is added in these units, one ``sigma`` for every
+slot, so the real squared distance ``D[i, S] = dec / (s^2 m_S^2)`` carries noise of std
+``sqrt(n) sigma / (s^2 m_S^2)`` with ``n`` contributors. ``sigma`` is set from the noise
+multiplier ``z``: ``sqrt(n_min) sigma >= z * 3 R^2 m_min^2`` (:attr:`DistanceNoise.unit`):
+the summed noise is at least ``z`` times the largest change one participant can make to a
 point-centre value of a smallest reference set (``m_min``); a real ``D`` entry of a set
 of ``m`` members has std ``>= z * 3 rho^2 m_min^2 / m^2`` (``rho`` the L2 clip below).
 
@@ -41,9 +40,12 @@ stage's ledger uses, :mod:`crypto.dp.distributed`). For ``v`` and ``v' = v + e``
 * another present participant's row ``i != a``, ``a in S``: ``|e| = |q_a| <= R``,
   ``|v| <= 2mR``, ``|v'| <= (2m-1)R``: ``<= (4m - 1) R^2`` (``n - 1`` rows, and ``a``
   is in at most two sets: its cluster and that cluster's probe);
-* centre pair ``(c, c')`` with ``a in c``: ``|e| = m_c' |q_a| <= m_c' R``,
-  ``|w| <= 2 m_c m_c' R``, ``|w'| <= (2 m_c - 1) m_c' R``: ``<= (4 m_c - 1) m_c'^2 R^2``
-  (pairs not involving ``a``'s cluster do not change).
+* centre pairs: none are released. With noise on, participants leave the centre-centre
+  slots at 0 (:func:`crypto.secpc.coded_distances`, ``centre_pairs=False``) and the
+  coordinator derives ``E`` from the noisy ``D`` (post-processing,
+  :func:`crypto.secpc.decode_distances`). Released, a pair would dominate the bound: its
+  change is up to ``(4 m_c - 1) m_c'^2 R^2`` in decoded units, ``m_c'^2 / 3`` times a
+  point-centre value's, for noise of the same ``sigma``.
 
 The L2 sensitivity of the whole output vector is the square root of the sum of the
 squares of these bounds, maximized over the participant ``a``
@@ -117,9 +119,7 @@ def distance_sensitivity(refs: ReferenceSets, radius: float) -> float:
     sets = refs.sets
     n = len(refs.participants)
     r2 = radius * radius
-    cluster_of = {p: c for c, (_, members) in enumerate(refs.clusters) for p in members}
     sizes = [len(m) for m in sets]
-    c_sizes = [len(m) for _, m in refs.clusters]
     worst = 0.0
     for a in refs.participants:
         total = 0.0
@@ -128,12 +128,6 @@ def distance_sensitivity(refs: ReferenceSets, radius: float) -> float:
                 total += (3 * (m - 1) ** 2 * r2) ** 2 + (n - 1) * ((4 * m - 1) * r2) ** 2
             else:
                 total += (3 * m * m * r2) ** 2
-        c = cluster_of.get(a)
-        if c is not None:
-            m_c = c_sizes[c]
-            for other, m_o in enumerate(c_sizes):
-                if other != c:
-                    total += ((4 * m_c - 1) * m_o * m_o * r2) ** 2
         worst = max(worst, total)
     return math.sqrt(worst)
 

@@ -29,10 +29,11 @@ from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilo
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.field import PrimeField
 from secfpp.crypto.lcc import LagrangeCode
-from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import ZeroSharing, rerandomized_distances
+from secfpp.crypto.params import CryptoParams, FieldSpec
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.rerandomize import ZeroSharing, rerandomize, rerandomized_distances
 from secfpp.crypto.rng import DeterministicRandom
-from secfpp.crypto.secpc import ReferenceSets, coded_distances
+from secfpp.crypto.secpc import ReferenceSets, coded_distances, decode_distances
 
 P = 2**61 - 1
 REFS = ReferenceSets(
@@ -144,10 +145,11 @@ def _sum_pmf(sigma2: Fraction, shares: int, half_width: int) -> tuple[np.ndarray
 
 def test_decoded_noise_is_a_sum_of_discrete_gaussians() -> None:
     """Chi-square of the decoded noise against the exact convolution of ``n`` discrete
-    Gaussian pmfs, and its variance against ``n Var[N_Z(0, sigma^2)]``."""
+    Gaussian pmfs, and its variance against ``n Var[N_Z(0, sigma^2)]``: three contributors,
+    4,000 slots of zero data, through contribution, recipients' sums and decoding."""
     field = PrimeField(P)
     code = LagrangeCode(field, k=1, t=1, n=4)
-    refs = ReferenceSets(participants=(0, 1, 2), clusters=((0, (0, 1, 2)),))
+    contributors = (0, 1, 2)
     mech = DistanceNoise(
         noise_multiplier=0.06,
         l2_clip=0.5,
@@ -156,15 +158,19 @@ def test_decoded_noise_is_a_sum_of_discrete_gaussians() -> None:
         min_reference=3,
         min_contributors=3,
     )  # R = 1, unit = 27, sigma^2 = (0.06 * 27)^2 / 3 (about 0.87)
-    data = {i: np.zeros(1, dtype=np.int64) for i in refs.participants}
+    length = 4000
     rng = DeterministicRandom(b"distribution")
-    samples = []
-    for run in range(700):
-        noise = {i: mech.share(refs.result_length, rng=rng) for i in refs.participants}
-        results = _noisy_stage(code, data, noise, refs, seed=run)
-        samples.append(field.centered(code.decode(results, degree=2).values[0]))
-    values = np.concatenate(samples)  # zero data: the decoded values are the noise
-    n = len(refs.participants)
+    sharing = ZeroSharing(code)
+    contributions = {
+        i: sharing.contribute(length, rng, values=mech.share(length, rng=rng)) for i in contributors
+    }
+    zero = np.zeros(length, dtype=np.int64)
+    results = {
+        j: rerandomize(field, zero, {i: contributions[i][j] for i in contributors}, contributors)
+        for j in range(code.n)
+    }
+    values = field.centered(code.decode(results, degree=2).values[0])  # zero data: the noise
+    n = len(contributors)
     variance = n * discrete_gaussian_variance(mech.share_sigma2)
     # variance test: (N-1) s^2 / sigma^2 ~ chi2(N-1)
     stat = (values.size - 1) * values.var(ddof=1) / variance
@@ -200,7 +206,7 @@ def _outputs(q: np.ndarray, refs: ReferenceSets) -> np.ndarray:
     """The integer output vector (exact, Python ints) of real-valued integer vectors."""
     field = PrimeField(P)
     data = {i: np.mod(q[i].astype(np.int64), P) for i in refs.participants}
-    return field.centered(coded_distances(field, data, refs)).astype(float)
+    return field.centered(coded_distances(field, data, refs, centre_pairs=False)).astype(float)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -320,3 +326,29 @@ def test_more_noise_less_epsilon_and_larger_sets_cost_more() -> None:
         probes=((1, (4, 5, 6)),),
     )
     assert low.rho(bigger) > low.rho(REFS)
+
+
+def test_with_noise_no_centre_pair_is_released_and_e_is_derived_from_d() -> None:
+    """``centre_pairs=False`` zeroes the centre-centre slots; the noisy decode derives
+    ``E`` from ``D``, exactly what the released pairs would have said (no noise here)."""
+    field = PrimeField(P)
+    spec = FieldSpec(P, 8, 4.0)
+    code = LagrangeCode(field, k=1, t=2, n=12)
+    gen = np.random.default_rng(9)
+    x = {i: gen.normal(size=5) for i in REFS.participants}
+    data = {i: quantize(x[i], field, bits=spec.bits, clip=spec.clip) for i in REFS.participants}
+    rng = DeterministicRandom(b"pairs")
+    shares = {i: code.share(data[i], rng) for i in REFS.participants}
+    plain = {j: coded_distances(field, {i: shares[i][j] for i in shares}, REFS) for j in range(12)}
+    quiet = {
+        j: coded_distances(field, {i: shares[i][j] for i in shares}, REFS, centre_pairs=False)
+        for j in range(12)
+    }
+    n_point = len(REFS.participants) * len(REFS.sets)
+    assert all(not quiet[j][n_point:].any() for j in quiet)
+    assert all(np.array_equal(quiet[j][:n_point], plain[j][:n_point]) for j in quiet)
+    exact, _ = decode_distances(code, plain, REFS, spec)
+    derived, _ = decode_distances(code, quiet, REFS, spec, noisy=True)
+    assert np.array_equal(derived.point, exact.point)
+    assert np.allclose(derived.centre, exact.centre, rtol=1e-9, atol=1e-9)
+    assert exact.centre[0, 1] > 0
