@@ -47,6 +47,7 @@ from secfpp.crypto.params import FieldSpec
 __all__ = [
     "Distances",
     "ReferenceSets",
+    "centres_from_points",
     "coded_distances",
     "decode_distances",
     "plaintext_distances",
@@ -238,18 +239,29 @@ def decode_distances(
     n_c = len(refs.clusters)
     centre = np.zeros((n_c, n_c), dtype=np.float64)
     if noisy:
-        rows = {p: n for n, p in enumerate(refs.participants)}
-        for a, b in refs.cluster_pairs:
-            in_a = [rows[p] for p in refs.clusters[a][1]]
-            in_b = [rows[p] for p in refs.clusters[b][1]]
-            via_a = float(np.mean(point[in_a, b] - point[in_a, a]))
-            via_b = float(np.mean(point[in_b, a] - point[in_b, b]))
-            centre[a, b] = centre[b, a] = max(0.0, (via_a + via_b) / 2.0)
-        return Distances(refs, point, centre), decoded
+        return Distances(refs, point, centres_from_points(refs, point)), decoded
     for value, (a, b) in zip(totals[n_points:], refs.cluster_pairs, strict=True):
         m_a, m_b = len(refs.clusters[a][1]), len(refs.clusters[b][1])
         centre[a, b] = centre[b, a] = float(value) / (s2 * (m_a * m_b) ** 2)
     return Distances(refs, point, centre), decoded
+
+
+def centres_from_points(refs: ReferenceSets, point: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``E`` (C, C) derived from ``D`` (see :func:`decode_distances`, ``noisy``), clamped at 0.
+
+    ``E[a, b] = (mean_{i in a} (D[i, b] - D[i, a]) + mean_{i in b} (D[i, a] - D[i, b])) / 2``;
+    exact without noise because every cluster's members are rows of ``D``.
+    """
+    rows = {p: n for n, p in enumerate(refs.participants)}
+    n_c = len(refs.clusters)
+    centre = np.zeros((n_c, n_c), dtype=np.float64)
+    for a, b in refs.cluster_pairs:
+        in_a = [rows[p] for p in refs.clusters[a][1]]
+        in_b = [rows[p] for p in refs.clusters[b][1]]
+        via_a = float(np.mean(point[in_a, b] - point[in_a, a]))
+        via_b = float(np.mean(point[in_b, a] - point[in_b, b]))
+        centre[a, b] = centre[b, a] = max(0.0, (via_a + via_b) / 2.0)
+    return centre
 
 
 def plaintext_distances(

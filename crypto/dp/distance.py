@@ -194,14 +194,24 @@ class DistanceNoise:
         """The noise of a federation with ``params``; refuses a field it could overflow."""
         spec = params.clustering_field
         floor = effective_minimum(params.min_reference_size)
-        noise = cls(
-            noise_multiplier=noise_multiplier,
-            l2_clip=l2_clip,
-            bits=spec.bits,
-            reduced_dim=params.reduced_dim,
-            min_reference=floor,
-            min_contributors=floor,
-        )
+        try:
+            noise = cls(
+                noise_multiplier=noise_multiplier,
+                l2_clip=l2_clip,
+                bits=spec.bits,
+                reduced_dim=params.reduced_dim,
+                min_reference=floor,
+                min_contributors=floor,
+            )
+        except ParameterError as err:
+            if err.parameter != "dp.distance_noise_multiplier":
+                raise
+            safe = distance_noise_bits(params, noise_multiplier=noise_multiplier, l2_clip=l2_clip)
+            raise ParameterError(
+                "clustering_field.bits",
+                f"= {spec.bits} puts the distance noise out of the sampler's range ({err}); "
+                f"the largest safe value is {safe}",
+            ) from None
         peak = _noisy_peak(params, noise.share_sigma)
         if peak >= spec.half:
             safe = distance_noise_bits(params, noise_multiplier=noise_multiplier, l2_clip=l2_clip)
@@ -239,6 +249,18 @@ class DistanceNoise:
         if isinstance(length, bool) or not isinstance(length, int) or length < 1:
             raise ParameterError("length", f"must be an int >= 1, not {length!r}")
         return discrete_gaussian(self.share_sigma2, length, rng=rng)
+
+    def point_noise(self, refs: ReferenceSets, *, rng: RandomSource) -> NDArray[np.float64]:
+        """What the noise does to ``D`` (real units), shape (n, sets): every present
+        participant's share, summed per slot and scaled by ``1 / (s^2 m_S^2)`` as decoding
+        scales the value (for benchmarks that replay the mechanism on plaintext distances)."""
+        n, sets = len(refs.participants), refs.sets
+        total = np.zeros(n * len(sets), dtype=np.int64)
+        for _ in refs.participants:
+            total += self.share(n * len(sets), rng=rng)
+        sizes = np.array([len(m) for m in sets], dtype=np.float64)
+        scale = float(1 << self.bits) ** 2 * sizes**2
+        return total.reshape(n, len(sets)).astype(np.float64) / scale[None, :]
 
     def sensitivity(self, refs: ReferenceSets) -> float:
         """:func:`distance_sensitivity` of ``refs`` at this noise's radius."""
