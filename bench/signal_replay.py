@@ -192,7 +192,7 @@ def _noise(size: int, z: float) -> DistanceNoise | None:
     ``dp.distance_noise_multiplier = z`` (defaults otherwise; its clustering bits)."""
     if z == 0:
         return None
-    from secfpp.coordinator.config import FederationCreate
+    from secfpp.coordinator.federations.config import FederationCreate
 
     create = FederationCreate(
         name="replay", n_participants=size, dp={"distance_noise_multiplier": z}

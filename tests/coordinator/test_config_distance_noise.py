@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from secfpp.coordinator.config import CryptoConfig, FederationCreate
+from secfpp.coordinator.federations.config import CryptoConfig, FederationCreate
 from secfpp.crypto.dp.distance import DistanceNoise
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.params import CryptoParams
