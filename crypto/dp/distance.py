@@ -60,8 +60,9 @@ present members, :func:`crypto.refusal.check_distance_request`, so ``n >= m_min`
 ``dimension`` the result length, and ``rho`` from KLS 2021 Proposition 14
 (:func:`crypto.dp.accounting.discrete_gaussian_rho`). A dropout before sharing only
 removes a contributor together with its data; more contributors than ``n_min`` add noise
-(post-processing). ``T`` colluding contributors know their own noise: subtract
-``T`` from ``n_min`` (raise ``z``) to cover them, as for the aggregation stage.
+(post-processing). ``T`` colluding contributors know their own noise and can subtract it, which
+leaves ``n_min - T`` honest shares (none for ``T >= 3``): covering them needs a larger
+``n_min`` enforced by a participant refusal, not built (docs/protocol.md section 9).
 
 **Field headroom.** A noisy decoded slot must not wrap: ``peak + NOISE_TAIL
 sqrt(N) sigma < (p-1)/2`` with ``peak`` the data bound of :class:`~crypto.params.
