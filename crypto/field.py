@@ -38,6 +38,7 @@ __all__ = [
     "narrow_blocks",
     "narrow_product",
     "prepare_narrow",
+    "scratch_buffer",
 ]
 
 FieldArray = NDArray[np.int64]
@@ -331,7 +332,7 @@ def narrow_product(left: PreparedLeft, b: FieldArray) -> FieldArray:
     widest = max(k1 - k0 for k0, k1 in left.spans)
     transposed = not b.flags.c_contiguous and b.T.flags.c_contiguous
     tile = max(64, min(cols, _TILE_ELEMENTS // (2 * widest + 2 * n)))
-    scratch = _scratch((2 * widest + 2 * n) * tile)
+    scratch = scratch_buffer((2 * widest + 2 * n) * tile)
     limbs_buf = scratch[: 2 * widest * tile]
     acc_buf = scratch[2 * widest * tile : (2 * widest + n) * tile].reshape(n, tile)
     tmp_buf = scratch[(2 * widest + n) * tile :].reshape(n, tile)
@@ -362,7 +363,7 @@ def narrow_product(left: PreparedLeft, b: FieldArray) -> FieldArray:
 _SCRATCH = threading.local()
 
 
-def _scratch(size: int) -> NDArray[np.float64]:
+def scratch_buffer(size: int) -> NDArray[np.float64]:
     """A float64 work buffer of at least ``size`` entries, kept per thread and reused.
 
     Fresh multi-megabyte temporaries cost a page fault per 4 KiB page on every call
