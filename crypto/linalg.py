@@ -30,7 +30,13 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crypto.field import FieldArray, PrimeField, narrow_product, prepare_narrow, scratch_buffer
+from secfpp.crypto.field import (
+    FieldArray,
+    PrimeField,
+    narrow_product,
+    prepare_narrow,
+    scratch_buffer,
+)
 
 __all__ = [
     "MERSENNE_61",

@@ -15,6 +15,7 @@ RUN groupadd --system --gid 10001 secfpp \
 
 WORKDIR /srv/secfpp
 COPY pyproject.toml README.md constraints.txt ./
+COPY secfpp ./secfpp
 COPY crypto ./crypto
 COPY coordinator ./coordinator
 COPY migrations ./migrations

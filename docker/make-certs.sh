@@ -3,4 +3,4 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
-python -m coordinator.cli certs --out "$here/certs" --host localhost --host 127.0.0.1 --host coordinator "$@"
+python -m secfpp.coordinator.cli certs --out "$here/certs" --host localhost --host 127.0.0.1 --host coordinator "$@"

@@ -32,6 +32,7 @@ COPY constraints.txt ./
 RUN pip install -c constraints.txt torch torchvision \
  && python -c "import sys, torch; sys.exit(0 if torch.version.cuda else 'torch ' + torch.__version__ + ' is a CPU-only build')"
 COPY pyproject.toml README.md ./
+COPY secfpp ./secfpp
 COPY crypto ./crypto
 COPY participant ./participant
 # The [participant] extra: torch, open_clip, httpx; no web server or database driver.

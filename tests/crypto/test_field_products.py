@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.field import PrimeField, narrow_blocks
-from crypto.linalg import matmul
+from secfpp.crypto.field import PrimeField, narrow_blocks
+from secfpp.crypto.linalg import matmul
 
 NARROW = [3, 257, 65537, 2_147_483_629, 2**31 - 1]
 WIDE = [2**32 + 15, 2**61 - 1]

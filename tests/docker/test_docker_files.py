@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator.settings import Settings
+from secfpp.coordinator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
