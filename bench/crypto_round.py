@@ -27,13 +27,20 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from secfpp.crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
 from secfpp.crypto.secpc import ReferenceSets, coded_distances, decode_distances
-from secfpp.crypto.transport import ShareContext, generate_keypair, open_share, seal_share
+from secfpp.crypto.transport import (
+    KeyRing,
+    ShareContext,
+    generate_keypair,
+    open_share,
+    seal_share,
+)
 from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 
 
@@ -43,13 +50,27 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def aggregation_round(n: int, d: int, seed: int = 0) -> dict[str, float]:
-    """One full secure-aggregation round; returns seconds per phase."""
+def aggregation_round(
+    n: int, d: int, seed: int = 0, *, warm_rings: bool = False
+) -> dict[str, float]:
+    """One full secure-aggregation round; returns seconds per phase.
+
+    ``warm_rings``: every participant seals and opens through a :class:`KeyRing` that
+    already met every peer (the daemon's steady state: one X25519 per pair for the
+    federation's lifetime, see ``bench.committee``); otherwise through the bare private
+    keys, one X25519 exchange per envelope and side.
+    """
     params = CryptoParams.for_federation(n, reduced_dim=128)
     spec, code = params.aggregation_field, params.aggregation_lcc()
     prime = spec.prime
     rng = SystemRandom()
-    keys = [generate_keypair(rng) for _ in range(n)]
+    pairs = [generate_keypair(rng) for _ in range(n)]
+    keys: list[tuple[X25519PrivateKey | KeyRing, X25519PublicKey]] = list(pairs)
+    if warm_rings:
+        keys = [(KeyRing(pair.private), pair.public) for pair in pairs]
+        for own, _ in keys:
+            for _, peer in keys:
+                own.exchange(peer)  # an earlier round met every peer (untimed)
     updates = np.random.default_rng(seed).normal(0, 0.01, (n, d))
     inbox: list[dict[int, bytes]] = [{} for _ in range(n)]
 
@@ -62,9 +83,7 @@ def aggregation_round(n: int, d: int, seed: int = 0) -> dict[str, float]:
             shares = code.share(q, rng)
             for j in range(n):
                 payload = pack_field_vector(shares[j], prime=prime)
-                inbox[j][i] = seal_share(
-                    keys[i].private, keys[j].public, payload, context=context(i, j)
-                )
+                inbox[j][i] = seal_share(keys[i][0], keys[j][1], payload, context=context(i, j))
 
     results: dict[int, np.ndarray] = {}
     length = code.chunk_length(d)
@@ -73,7 +92,7 @@ def aggregation_round(n: int, d: int, seed: int = 0) -> dict[str, float]:
         for j in range(n):
             opened = {
                 i: unpack_field_vector(
-                    open_share(keys[j].private, keys[i].public, env, context=context(i, j)),
+                    open_share(keys[j][0], keys[i][1], env, context=context(i, j)),
                     prime=prime,
                     expected_length=length,
                 )
