@@ -4,12 +4,15 @@ Field elements are stored as ``int64`` with values in ``[0, p)``. Two regimes:
 
 * **narrow** (``p < 2**31``): products of two elements fit in ``int64``, so element-wise
   multiplication is one ``int64`` multiply and ``%``. Matrix products use float64 BLAS
-  with a limb split: with the left operand centred (``|a| <= (p-1)/2 < 2**30``) and the
-  right operand split as ``b = b_hi * 2**16 + b_lo`` (``0 <= b_hi < 2**15``, ``b_lo``
-  re-centred into ``[-2**15, 2**15)``), the product is one GEMM of the stacked left
-  operand ``[a * 2**16 mod p | a]`` with ``[b_hi ; b_lo]``. Every term is below
-  ``2**45``, so up to 128 rows of ``b`` per block are summed exactly in float64;
-  reductions are ``x - floor(x / p) * p`` on exact integers. See :meth:`PrimeField.matmul`.
+  with a limb split (:func:`narrow_product`): the right operand is cut as
+  ``b = b_h * 2**16 + b_l`` (``b_h < 2**15``, ``b_l < 2**16``), the left operand is
+  centred (``|a| <= (p-1)/2 < 2**30``) and the product is one GEMM of
+  ``[a * 2**16 mod p | a]`` with ``[b_h ; b_l]`` per inner block. The blocks are cut
+  from the left operand's actual rows (:func:`narrow_blocks`) so that every partial sum
+  stays below ``2**53``: exact in float64 whatever the summation order. One reduction
+  per block, ``s - rint(s / p) * p``, is exact and lands in ``(-p, p)``. The GEMM does
+  twice the work of a float64 product of the same shape, which is the floor for
+  float64: a product of two residues below ``2**31`` has up to 62 bits, a double 53.
 * **wide** (``2**31 <= p < 2**62``): exact Python-integer arithmetic through numpy
   ``object`` arrays. Used for the degree-2 distance stage, whose data is small
   (reduced prompts, ``r`` about 128) but whose values need a wide field.
@@ -314,10 +317,13 @@ def narrow_product(left: PreparedLeft, b: FieldArray) -> FieldArray:
     add their exact sums to that remainder (still below ``2**53``), and the last
     remainder is moved into ``[0, p)`` in int64.
 
-    **Cost.** Two float64 products' worth of GEMM (inner dimension ``2k``; this is the
-    floor for float64: a product of two residues needs up to 62 bits, a double holds 53)
-    plus, per entry, two limb extractions of ``b`` and five passes over the result:
-    about 40% of one float64 GEMM of the same shape on the round's shapes.
+    **Cost.** Two float64 products' worth of GEMM (inner dimension ``2k``) plus, per
+    entry, two limb extractions of ``b`` and about eight passes over the result. Two is
+    the floor while float64 GEMM is the only fast product numpy has (no integer BLAS): a
+    single GEMM is exact only if ``k * max|a| * max|b| < 2**53``, and residues of a
+    31-bit prime have products of up to 60 bits even centred. So this runs at most at
+    half the speed of a float64 GEMM of the same shape; measured ratios are in
+    docs/results/field-products.md (``python -m bench.field_products``).
     """
     b = np.asarray(b, dtype=np.int64)
     n, k = left.shape
