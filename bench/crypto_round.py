@@ -44,16 +44,21 @@ from secfpp.crypto.transport import (
 from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def _timed(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
     fn()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def aggregation_round(
-    n: int, d: int, seed: int = 0, *, warm_rings: bool = False
+    n: int,
+    d: int,
+    seed: int = 0,
+    *,
+    warm_rings: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """One full secure-aggregation round; returns seconds per phase.
+    """One full secure-aggregation round; returns seconds per phase (of ``clock``).
 
     ``warm_rings``: every participant seals and opens through a :class:`KeyRing` that
     already met every peer (the daemon's steady state: one X25519 per pair for the
@@ -106,11 +111,11 @@ def aggregation_round(
         m, _ = decode_cluster_mean(code, results, length=d, spec=spec, contributors=n)
         mean.append(m)
 
-    t_share = _timed(share_and_seal)
-    t_open = _timed(open_and_sum)
-    t_decode = _timed(decode)
+    t_share = _timed(share_and_seal, clock)
+    t_open = _timed(open_and_sum, clock)
+    t_decode = _timed(decode, clock)
     error = float(np.max(np.abs(mean[0] - updates.mean(axis=0))))
-    t_plain = min(_timed(lambda: updates.sum(axis=0)) for _ in range(5))
+    t_plain = min(_timed(lambda: updates.sum(axis=0), clock) for _ in range(5))
     return {
         "k": code.k,
         "t": code.t,
