@@ -39,9 +39,16 @@ from secfpp.crypto.transport import (
     ShareContext,
     generate_keypair,
     open_share,
+    open_share_into,
     seal_share,
 )
-from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
+from secfpp.crypto.wire import (
+    pack_field_vector,
+    pack_field_vectors,
+    unpack_field_vector,
+    unpack_field_vectors,
+    vector_size,
+)
 
 
 def _timed(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
@@ -60,10 +67,13 @@ def aggregation_round(
 ) -> dict[str, float]:
     """One full secure-aggregation round; returns seconds per phase (of ``clock``).
 
-    ``warm_rings``: every participant seals and opens through a :class:`KeyRing` that
-    already met every peer (the daemon's steady state: one X25519 per pair for the
-    federation's lifetime, see ``bench.committee``); otherwise through the bare private
-    keys, one X25519 exchange per envelope and side.
+    ``warm_rings``: the daemon's steady state (``participant.protocol``): every
+    participant seals and opens through a :class:`KeyRing` that already met every peer
+    (one X25519 per pair for the federation's lifetime, see ``bench.committee``), packs
+    its shares in one batch (:func:`pack_field_vectors`) and opens its inbox into the
+    rows of one buffer, unpacked at once (:func:`open_share_into`,
+    :func:`unpack_field_vectors`). Otherwise: bare private keys (one X25519 exchange per
+    envelope and side) and one pack, open and unpack call per envelope.
     """
     params = CryptoParams.for_federation(n, reduced_dim=128)
     spec, code = params.aggregation_field, params.aggregation_lcc()
@@ -86,14 +96,30 @@ def aggregation_round(
         for i in range(n):
             q = prepare_update(updates[i], spec, l2_clip=params.l2_clip, rng=rng)
             shares = code.share(q, rng)
+            if warm_rings:
+                payloads = pack_field_vectors(shares, prime=prime)
+            else:
+                payloads = [pack_field_vector(shares[j], prime=prime) for j in range(n)]
             for j in range(n):
-                payload = pack_field_vector(shares[j], prime=prime)
-                inbox[j][i] = seal_share(keys[i][0], keys[j][1], payload, context=context(i, j))
+                inbox[j][i] = seal_share(keys[i][0], keys[j][1], payloads[j], context=context(i, j))
 
     results: dict[int, np.ndarray] = {}
     length = code.chunk_length(d)
 
     def open_and_sum() -> None:
+        if warm_rings:
+            plain = np.empty((n, vector_size(prime, length)), dtype=np.uint8)
+            for j in range(n):
+                senders = sorted(inbox[j])
+                for row, i in enumerate(senders):
+                    open_share_into(
+                        keys[j][0], keys[i][1], inbox[j][i], plain[row], context=context(i, j)
+                    )
+                values, bad = unpack_field_vectors(plain, prime=prime, length=length)
+                assert not bad
+                opened = {i: values[row] for row, i in enumerate(senders)}
+                results[j] = member_sums(code.field, opened, [tuple(range(n))])[0]
+            return
         for j in range(n):
             opened = {
                 i: unpack_field_vector(

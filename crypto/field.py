@@ -330,9 +330,9 @@ def narrow_product(left: PreparedLeft, b: FieldArray) -> FieldArray:
     if b.ndim != 2 or b.shape[0] != k:
         raise ParameterError("b", f"shapes {left.shape} and {b.shape} cannot be multiplied")
     cols = b.shape[1]
-    out = np.zeros((n, cols), dtype=np.int64)
     if n == 0 or cols == 0 or k == 0:
-        return out
+        return np.zeros((n, cols), dtype=np.int64)
+    out = np.empty((n, cols), dtype=np.int64)  # every column tile is written below
     p = float(left.prime)
     inv_p = 1.0 / p
     widest = max(k1 - k0 for k0, k1 in left.spans)

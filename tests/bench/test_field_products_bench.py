@@ -13,8 +13,8 @@ def test_quick_run_prints_every_shape_and_the_round(capsys: pytest.CaptureFixtur
     for shape in field_products.shapes(quick=True):
         assert shape.label in out
     assert "load average" in out
-    assert "warm" in out
-    assert "none" in out
+    assert "daemon" in out
+    assert "bare" in out
 
 
 def test_main_shapes_follow_the_codes() -> None:
