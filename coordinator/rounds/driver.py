@@ -49,7 +49,6 @@ Correctness rests on the compare-and-set alone; the locks only save work. Withou
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import threading
@@ -63,9 +62,9 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.errors import is_database_unavailable
 from secfpp.coordinator.db.models import CodedResult, Federation, Round
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.metrics import Metrics
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.machine import (
@@ -484,13 +483,20 @@ class RoundDriver:
             results = store.results_of(
                 session, rnd.id, Stage.DISTANCES, state.responders[Stage.DISTANCES.value]
             )
-            clustering = functools.partial(
-                run_clustering,
-                number=rnd.number,
-                salt=probe_salt_of(rnd.federation_id, rnd.number, state),
-                accuracy=store.reported_accuracy(session, rnd.federation_id, rnd.number),
+            accuracy = store.reported_accuracy(session, rnd.federation_id, rnd.number)
+            salt = probe_salt_of(rnd.federation_id, rnd.number, state)
+            return self._timed(
+                Stage.DISTANCES,
+                lambda: run_clustering(
+                    state,
+                    config,
+                    results,
+                    federation_id=rnd.federation_id,
+                    number=rnd.number,
+                    salt=salt,
+                    accuracy=accuracy,
+                ),
             )
-            return self._timed(Stage.DISTANCES, clustering, state, config, results)
         if stage not in UPLOAD_STAGES:
             return None
         if stage is Stage.SHARING:
