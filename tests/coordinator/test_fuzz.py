@@ -37,8 +37,8 @@ from schemathesis.generation import GenerationMode
 from secfpp.coordinator.app import create_app
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
-from tests.conftest import free_port
-from tests.coordinator.conftest import ADMIN, make_settings
+from tests.support.common import ADMIN, free_port
+from tests.support.coordinator import make_settings
 
 EXAMPLES = int(os.environ.get("SECFPP_FUZZ_EXAMPLES", "25"))
 """Requests per operation and mode (positive, negative)."""
