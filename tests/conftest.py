@@ -62,6 +62,17 @@ def fashion_mnist() -> Path:
     return require_fashion_mnist()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first (in their collected order; the rest keep theirs).
+
+    Longest-first is what balances two xdist workers: the minute-long process tests start
+    while the many short tests are still there to fill the other worker, instead of one
+    of them landing last on one worker while the other idles (``dev.sh`` runs
+    ``--dist loadgroup``, which hands tests out one at a time in this order and keeps an
+    ``xdist_group`` on one worker)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test parametrized over the offline domains needs the package for ``domain="fashion"``."""
     callspec = getattr(item, "callspec", None)

@@ -247,6 +247,7 @@ def _fuzz(live: Live, document: dict[str, Any]) -> tuple[dict[str, str], Counter
     return failures, statuses, operations
 
 
+@pytest.mark.slow  # a real server fuzzed on every operation (~20 s per backend)
 @pytest.mark.timeout(300)
 def test_fuzz_every_operation(live: tuple[Live, dict[str, Any]]) -> None:
     started = time.monotonic()
