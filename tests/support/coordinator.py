@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.aggregation import clip_update, member_sums, prepare_update
 from secfpp.crypto.quantize import quantize
