@@ -62,9 +62,15 @@ def http(sqlite_template: Path, tmp_path: Path) -> Iterator[TestClient]:
         yield client
 
 
-def federation(http: TestClient, **tolerance: Any) -> tuple[str, list[str]]:
+def federation(
+    http: TestClient,
+    name: str = "engine-test",
+    *,
+    rounds: dict[str, Any] | None = None,
+    **tolerance: Any,
+) -> tuple[str, list[str]]:
     body = federation_body(
-        "engine-test",
+        name,
         n=N,
         n_ctx=N_CTX,
         dim=DIM,
@@ -73,6 +79,7 @@ def federation(http: TestClient, **tolerance: Any) -> tuple[str, list[str]]:
         dropout_fraction=0.375,
         collusion_fraction=0.125,
         tolerance=tolerance,
+        rounds=rounds,
     )
     return create_federation(http, body)
 
@@ -203,18 +210,7 @@ def test_enroll_refuses_to_overwrite(http: TestClient, tmp_path: Path) -> None:
 def test_daemons_stop_when_the_final_round_ends_even_if_it_failed(
     http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    body = federation_body(
-        "last-round",
-        n=N,
-        n_ctx=N_CTX,
-        dim=DIM,
-        init_seed=1,
-        reduced_dim=R,
-        dropout_fraction=0.375,
-        collusion_fraction=0.125,
-        rounds={"total": 1, "warmup_rounds": 0},
-    )
-    fid, tokens = create_federation(http, body)
+    fid, tokens = federation(http, "last-round", rounds={"total": 1, "warmup_rounds": 0})
     engines = []
     for n, token in enumerate(tokens):
         state = StateDir(tmp_path / f"p{n}")
