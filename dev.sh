@@ -68,15 +68,19 @@ case "$job" in
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
         # Two workers on the 2-core machine (pytest-xdist; each worker has its own databases);
-        # SECFPP_TEST_WORKERS=0 runs in one process. The 25 slowest tests are listed at the end.
-        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --durations=25 "$@"
+        # SECFPP_TEST_WORKERS=0 runs in one process. Slow tests are handed out first, one at a
+        # time (loadgroup; tests/conftest.py orders them), so no long test starts last; an
+        # xdist_group (a module whose expensive fixture its tests share) stays on one worker.
+        # The 25 slowest tests are listed at the end.
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --dist loadgroup \
+            --durations=25 "$@"
         ;;
     quick)
         # The inner loop: lint, types and every test not marked slow, on SQLite only.
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
-        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" -m "not slow and not postgres" \
-            -q --durations=10 "$@"
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --dist loadgroup \
+            -m "not slow and not postgres" -q --durations=10 "$@"
         ;;
     demo)
         "$VENV/bin/python" -m demo "$@"

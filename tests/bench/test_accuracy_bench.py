@@ -100,6 +100,7 @@ def test_render_and_replace_region() -> None:
         replace_region("no markers here", body)
 
 
+@pytest.mark.slow  # a real --quick training run (~30 s)
 def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
     out = tmp_path / "accuracy.json"
     assert main(["--quick", "--settings", "two-domain", "--out", str(out)]) == 0

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from secfpp.coordinator.settings import Settings
-from tests.docker.conftest import DOCKER, missing
+from tests.support.docker import DOCKER, missing
 
 COMPOSE = DOCKER / "compose.yaml"
 NGINX = DOCKER / "nginx" / "secfpp.conf"
