@@ -1,7 +1,9 @@
 # SecFPP coordinator: FastAPI + SQLAlchemy, TLS terminated by uvicorn.
 # Build from the repository root:  docker build -f docker/coordinator.Dockerfile -t secfpp-coordinator .
 # The image installs the [coordinator] extra: no torch, which the coordinator never imports.
-FROM python:3.11-slim-bookworm AS base
+# Without a Docker engine: bash docker/build.sh (buildah on a debootstrap base, BASE below).
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -20,7 +22,17 @@ COPY coordinator ./coordinator
 COPY migrations ./migrations
 # The [coordinator] extra: the crypto core, FastAPI, SQLAlchemy, psycopg, the job queue; no
 # torch and no test-only library (tests/test_extras.py checks both). Versions: constraints.txt.
-RUN pip install -c constraints.txt ".[coordinator]"
+# Slimmer (docs/results/containers.md): the installed packages' own test suites are removed,
+# and bytecode is compiled only for the modules the entry points import at start-up (each
+# entry point run once with --help) and the parts of SciPy the crypto core uses; the rest
+# (e.g. SQLAlchemy's other dialects, most of SciPy) is never imported by the coordinator.
+RUN pip install --no-compile -c constraints.txt ".[coordinator]" \
+ && find /usr/local/lib/python3.11 -depth -type d -name tests -path '*-packages/*' -exec rm -rf {} + \
+ && for c in coordinator worker migrate certs; do \
+      env -u PYTHONDONTWRITEBYTECODE "secfpp-$c" --help >/dev/null || exit 1; \
+    done \
+ && env -u PYTHONDONTWRITEBYTECODE python -c "import scipy.optimize, scipy.special" \
+ && rm -rf /srv/secfpp/crypto /srv/secfpp/coordinator /srv/secfpp/migrations
 
 USER 10001:10001
 EXPOSE 8443
