@@ -48,7 +48,7 @@ import torch
 from bench.accuracy_methods import METHODS, BenchConfig, run_method
 from demo.partition import SETTINGS, Part, setting_partition
 from demo.simulation import ParticipantData
-from participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
+from secfpp.participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
 
 __all__ = ["DEFAULT_OUT", "main", "run_unit", "summarize"]
 
@@ -66,7 +66,7 @@ def _participants(
 ) -> list[ParticipantData]:
     """Features of each part (capped at ``per_participant``), split ``train_fraction`` /
     rest into train and held-out test; ``group`` is the part's domain name."""
-    from participant.backbones.zeroshot import encode_images, images_to_tensor
+    from secfpp.participant.backbones.zeroshot import encode_images, images_to_tensor
 
     out = []
     rng = np.random.default_rng(seed)
@@ -95,7 +95,7 @@ def _participants(
 
 def _template_accuracy(data: ParticipantData, backbone: Backbone, template: str) -> float:
     """Held-out accuracy of the hand-written prompt ``template`` (e.g. ``"a photo of a {}."``)."""
-    from participant.backbones.zeroshot import class_text_features
+    from secfpp.participant.backbones.zeroshot import class_text_features
 
     text = class_text_features(
         cast(Any, backbone.model), backbone.tokenizer, data.classnames, [template]
@@ -111,7 +111,10 @@ def _backbone() -> Backbone:
     global _BACKBONE
     if _BACKBONE is None:
         configure_threads(1)
-        from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+        from secfpp.participant.backbones import (
+            register_offline_models,
+            tiny_offline_checkpoint_path,
+        )
 
         register_offline_models()
         _BACKBONE = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")

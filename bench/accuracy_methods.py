@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from crypto.dp import calibrate_noise_multiplier
 from demo.report import cluster_purity
 from demo.simulation import ParticipantData, RoundRecord, SimulationConfig, simulate
-from participant.learning import Backbone
+from secfpp.crypto.dp import calibrate_noise_multiplier
+from secfpp.participant.learning import Backbone
 
 __all__ = [
     "DELTA",

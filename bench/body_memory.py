@@ -1,6 +1,6 @@
 """What request bodies cost the coordinator: memory and ``/healthz`` latency under large bodies.
 
-Starts a real coordinator (``uvicorn --factory coordinator.app:create_app``, SQLite) for
+Starts a real coordinator (``uvicorn --factory secfpp.coordinator.app:create_app``, SQLite) for
 each scenario, sends ``--clients`` concurrent bodies of ``--mib`` MiB over real HTTP and,
 while they are in flight, polls ``/healthz`` every 20 ms on its own connection and
 samples the server's resident memory from ``/proc/<pid>/status``. Scenarios:
@@ -76,7 +76,7 @@ def coordinator(work: Path, repo: Path = REPO) -> Iterator[tuple[int, int]]:
         "SECFPP_TICK_INTERVAL_S": "1.0",
         "PYTHONPATH": str(repo),
     }
-    command = [sys.executable, "-m", "uvicorn", "--factory", "coordinator.app:create_app"]
+    command = [sys.executable, "-m", "uvicorn", "--factory", "secfpp.coordinator.app:create_app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     log = (work / f"coordinator-{port}.log").open("wb")
     process = subprocess.Popen(

@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from crypto.clustering import ClusteringConfig, Membership, secpc_step
-from crypto.secpc import plaintext_distances
+from secfpp.crypto.clustering import ClusteringConfig, Membership, secpc_step
+from secfpp.crypto.secpc import plaintext_distances
 
 __all__ = ["main", "rate"]
 

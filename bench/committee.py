@@ -66,24 +66,29 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np
 
 from bench.decode import make_case
-from crypto.aggregation import decode_cluster_sum, member_sums, prepare_update
-from crypto.clustering import Membership
-from crypto.committee import plan_committee
-from crypto.lcc import LagrangeCode
-from crypto.memory import retain_freed_memory
-from crypto.params import CodeSpec, CryptoParams, FieldSpec
-from crypto.quantize import quantize
-from crypto.rng import DeterministicRandom, SystemRandom
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
-from crypto.transport import (
+from secfpp.crypto.aggregation import decode_cluster_sum, member_sums, prepare_update
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.committee import plan_committee
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.memory import retain_freed_memory
+from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.rng import DeterministicRandom, SystemRandom
+from secfpp.crypto.secpc import (
+    ReferenceSets,
+    coded_distances,
+    decode_distances,
+    plaintext_distances,
+)
+from secfpp.crypto.transport import (
     KeyPair,
     KeyRing,
     ShareContext,
     generate_keypair,
     seal_share,
 )
-from crypto.wire import pack_field_vector, pack_field_vectors
-from participant.protocol import open_inbox
+from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
+from secfpp.participant.protocol import open_inbox
 
 REDUCED_DIM = 128
 CLUSTERS = 8

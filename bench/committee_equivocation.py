@@ -12,8 +12,8 @@ import platform
 import sys
 import time
 
-from crypto.committee import plan_committee
-from crypto.errors import ParameterError
+from secfpp.crypto.committee import plan_committee
+from secfpp.crypto.errors import ParameterError
 
 
 def main() -> None:

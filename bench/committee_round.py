@@ -45,16 +45,16 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from bench.loadsim import FixedTrainer
-from coordinator.app import create_app
-from coordinator.db.engine import make_engine
-from coordinator.db.migrate import upgrade
-from coordinator.db.models import CodedResult, ShareEnvelope
-from coordinator.settings import Settings
-from crypto.rng import DeterministicRandom
-from participant.client import CoordinatorClient, RetryPolicy
-from participant.engine import Engine
-from participant.enrollment import enroll
-from participant.state import StateDir
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.migrate import upgrade
+from secfpp.coordinator.db.models import CodedResult, ShareEnvelope
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.engine import Engine
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.state import StateDir
 
 ADMIN = {"Authorization": "Bearer bench-admin-token"}
 REDUCED_DIM = 128

@@ -29,9 +29,9 @@ from numpy.typing import NDArray
 import demo.simulation as simulation
 from demo.partition import Setting, setting_partition
 from demo.simulation import ParticipantData, SimulationConfig
-from participant.engine import TrainOutput
-from participant.learning import Backbone, FeatureSet, Strategy
-from participant.trainer import PromptTrainer
+from secfpp.participant.engine import TrainOutput
+from secfpp.participant.learning import Backbone, FeatureSet, Strategy
+from secfpp.participant.trainer import PromptTrainer
 
 __all__ = [
     "CONFIG_BUILDERS",
@@ -77,7 +77,7 @@ def candidate_sets(
     seed: int = 0,
 ) -> tuple[Setting, list[Candidates]]:
     """Encode each participant's (capped) images once; ``member_fraction`` of them are members."""
-    from participant.backbones.zeroshot import encode_images, images_to_tensor
+    from secfpp.participant.backbones.zeroshot import encode_images, images_to_tensor
 
     if not 0.0 < member_fraction < 1.0:
         raise ValueError(f"Argument 'member_fraction' must be in (0, 1), not {member_fraction}")
@@ -154,7 +154,7 @@ def _dpfpl(method: Method, base: SimulationConfig, training: Training) -> Simula
     gradients per step (Poisson-subsampled) and GDP on the aggregated update, each calibrated
     with dp-accounting to ``epsilon`` (no noise when ``epsilon`` is None). ``base``'s strategy
     settings (e.g. ``ctx_init``) are kept."""
-    from crypto.dp.accounting import calibrate_noise_multiplier
+    from secfpp.crypto.dp.accounting import calibrate_noise_multiplier
 
     dp = {**base.strategy_settings, "rank": 2, "clip_norm": 1.0, "update_clip_norm": 1.0}
     ldp = {"ldp_rank": dp["rank"], "ldp_clip_norm": dp["clip_norm"]}

@@ -28,13 +28,13 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np
 
-from crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
-from crypto.clustering import Membership
-from crypto.params import CryptoParams
-from crypto.rng import DeterministicRandom, SystemRandom
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances
-from crypto.transport import ShareContext, generate_keypair, open_share, seal_share
-from crypto.wire import pack_field_vector, unpack_field_vector
+from secfpp.crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rng import DeterministicRandom, SystemRandom
+from secfpp.crypto.secpc import ReferenceSets, coded_distances, decode_distances
+from secfpp.crypto.transport import ShareContext, generate_keypair, open_share, seal_share
+from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -110,7 +110,7 @@ def secpc_stage(n: int, r: int = 128, clusters: int = 8, seed: int = 1) -> dict[
     spec, code = params.clustering_field, params.clustering_lcc()
     rng = DeterministicRandom(seed)
     vectors = np.random.default_rng(seed).normal(0, 0.5, (n, r))
-    from crypto.quantize import quantize
+    from secfpp.crypto.quantize import quantize
 
     groups = np.array_split(np.arange(n), clusters)
     membership = Membership(

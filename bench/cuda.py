@@ -37,8 +37,8 @@ from pathlib import Path
 import torch
 
 from bench.committee import aggregation, setting
-from participant.learning import get_strategy, load_backbone
-from participant.learning.runtime import configure_threads
+from secfpp.participant.learning import get_strategy, load_backbone
+from secfpp.participant.learning.runtime import configure_threads
 
 CLASSES = [f"class {i}" for i in range(10)]
 

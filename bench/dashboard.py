@@ -35,21 +35,21 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
-from coordinator.app import create_app
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.db.migrate import upgrade
-from coordinator.db.models import (
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.auth.tokens import hash_token
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.db.migrate import upgrade
+from secfpp.coordinator.db.models import (
     CodedResult,
     Participant,
     ParticipantMetric,
     Round,
     RoundEvent,
 )
-from coordinator.rounds import store
-from coordinator.settings import Settings
-from coordinator.tokens import hash_token
-from crypto.clustering import Membership
-from crypto.dp import LedgerRecord, gdp_sigma, mean_sensitivity
+from secfpp.coordinator.rounds import store
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.dp import LedgerRecord, gdp_sigma, mean_sensitivity
 
 TOKEN = "bench-admin-token"  # a benchmark's throwaway credential
 TARGET_MS = 300.0

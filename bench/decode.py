@@ -38,10 +38,10 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np
 
 from bench.legacy_decode import legacy_decode
-from crypto.lcc import LagrangeCode
-from crypto.linalg import lagrange_matrix, matmul
-from crypto.params import CryptoParams
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.linalg import lagrange_matrix, matmul
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rng import DeterministicRandom
 
 _DISTINCT_COLUMNS = 64  # columns drawn independently; longer vectors repeat them
 _UPDATE_LENGTH = 100_000

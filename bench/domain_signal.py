@@ -75,9 +75,9 @@ def best_partition(x: NDArray[np.float64], min_part: int) -> tuple[float, tuple[
 
 def _run(args: argparse.Namespace, seed: int, backbone: Any) -> list[dict[str, Any]]:
     from bench.accuracy import _participants
-    from crypto.rng import SystemRandom
     from demo.partition import setting_partition
     from demo.simulation import SimulationConfig, _trainer
+    from secfpp.crypto.rng import SystemRandom
 
     built = setting_partition(
         args.setting,
@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.rounds, args.participants, args.images = 1, 1, 6, 60
-    from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
-    from participant.learning import configure_threads, load_backbone
+    from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+    from secfpp.participant.learning import configure_threads, load_backbone
 
     configure_threads(1)
     register_offline_models()

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from crypto.errors import DecodeError
-from crypto.field import FieldArray
-from crypto.lcc import LagrangeCode
-from crypto.rng import RandomSource
+from secfpp.crypto.errors import DecodeError
+from secfpp.crypto.field import FieldArray
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.rng import RandomSource
 
 __all__ = ["legacy_decode"]
 

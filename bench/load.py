@@ -1,6 +1,6 @@
 """Load benchmark: many simulated participants against real coordinator processes.
 
-Starts ``--replicas`` ``python -m coordinator.cli serve`` processes on loopback (plain
+Starts ``--replicas`` ``python -m secfpp.coordinator.cli serve`` processes on loopback (plain
 HTTP; all on one database: PostgreSQL by default, in a database created for the run and
 dropped after it, or one SQLite file), creates a federation of ``--participants``
 members (up to 2,000) with prompts of ``--dim`` entries, enrolls them (spread
@@ -82,9 +82,9 @@ __all__ = ["main", "summarize"]
 
 REPO = Path(__file__).resolve().parents[1]
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432"
-SERVE = (sys.executable, "-m", "coordinator.cli", "serve", "--insecure", "--migrate")
+SERVE = (sys.executable, "-m", "secfpp.coordinator.cli", "serve", "--insecure", "--migrate")
 UVICORN: tuple[str, ...] = (sys.executable, "-m", "uvicorn", "--factory")
-UVICORN += ("coordinator.app:create_app", "--host", "127.0.0.1", "--log-level", "warning")
+UVICORN += ("secfpp.coordinator.app:create_app", "--host", "127.0.0.1", "--log-level", "warning")
 TARGET_MAX_S = 5.0
 TARGET_P95_S = 1.0
 POOL_BUDGET = 60

@@ -34,16 +34,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.loadhttp import Connection, Reply
-from crypto.rng import DeterministicRandom, SystemRandom
-from crypto.transport import (
+from secfpp.crypto.rng import DeterministicRandom, SystemRandom
+from secfpp.crypto.transport import (
     generate_keypair,
     load_private_key,
     private_key_bytes,
     public_key_bytes,
 )
-from crypto.wire import pack_envelopes, unpack_inbox
-from participant.engine import TrainOutput, poll_interval
-from participant.protocol import (
+from secfpp.crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.participant.engine import TrainOutput, poll_interval
+from secfpp.participant.protocol import (
     aggregation_payload,
     crypto_params,
     distance_payload,

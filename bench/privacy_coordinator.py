@@ -31,8 +31,8 @@ import torch
 from numpy.typing import NDArray
 
 from bench.common import RoundView
-from participant.learning import Backbone
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning import Backbone
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 __all__ = [
     "attribute_attacks",
@@ -148,7 +148,7 @@ def prior_shift_guess(
 def _public_features(backbone: Backbone, domain: str, size: int, seed: int) -> torch.Tensor:
     """Encoded images of ``domain``'s test split (never a participant's), ``(size, D)``."""
     from demo.data import load_domain
-    from participant.backbones.zeroshot import encode_images, images_to_tensor
+    from secfpp.participant.backbones.zeroshot import encode_images, images_to_tensor
 
     data = load_domain(domain, "test", seed=seed)
     rng = np.random.default_rng([seed, 31])

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from bench.common import Candidates, RecordedRun, recorded_simulation
 from demo.simulation import SimulationConfig
-from participant.learning import Backbone
+from secfpp.participant.learning import Backbone
 
 __all__ = ["Job", "load_bench_backbone", "run_jobs"]
 
@@ -41,8 +41,8 @@ def load_bench_backbone() -> Backbone:
     """The offline backbone on the CPU or CUDA, one torch thread (as bench.accuracy)."""
     import logging
 
-    from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
-    from participant.learning import configure_threads, load_backbone
+    from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+    from secfpp.participant.learning import configure_threads, load_backbone
 
     logging.getLogger("absl").setLevel(logging.ERROR)  # RDP order warnings are harmless
     configure_threads(1)

@@ -29,7 +29,7 @@ from bench.privacy_jobs import Job
 from bench.privacy_metrics import AttackScore, attack_score
 from bench.privacy_mia import lira_scores, logit_confidence, loss_scores, paired_halves
 from demo.simulation import SimulationConfig
-from participant.learning import Backbone
+from secfpp.participant.learning import Backbone
 
 __all__ = [
     "Unit",
@@ -85,7 +85,7 @@ class Unit:
 
 def unavailable(method: Method) -> str | None:
     """Why ``method`` cannot run here (its strategy or its config builder is missing)."""
-    from participant.learning.strategies import STRATEGIES
+    from secfpp.participant.learning.strategies import STRATEGIES
 
     if method.strategy not in STRATEGIES:
         return f"strategy {method.strategy!r} is not registered"

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from participant.backbones import register_offline_models
-from participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
+from secfpp.participant.backbones import register_offline_models
+from secfpp.participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
 
 __all__ = ["main", "participants"]
 

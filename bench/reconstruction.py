@@ -48,10 +48,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.clustering import Membership
-from crypto.refset_rules import AnsweredSets, check_membership_change, probe_salt
-from crypto.refusal import check_distance_request
-from crypto.secpc import ReferenceSets, plaintext_distances
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.refset_rules import AnsweredSets, check_membership_change, probe_salt
+from secfpp.crypto.refusal import check_distance_request
+from secfpp.crypto.secpc import ReferenceSets, plaintext_distances
 
 FED = "bench-reconstruction"
 

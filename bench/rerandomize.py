@@ -51,13 +51,13 @@ from bench.committee import (
     setting,
 )
 from bench.decode import make_case
-from crypto.lcc import LagrangeCode
-from crypto.memory import retain_freed_memory
-from crypto.quantize import quantize
-from crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
-from crypto.rng import DeterministicRandom, SystemRandom
-from crypto.secpc import coded_distances, decode_distances, plaintext_distances
-from crypto.transport import (
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.memory import retain_freed_memory
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
+from secfpp.crypto.rng import DeterministicRandom, SystemRandom
+from secfpp.crypto.secpc import coded_distances, decode_distances, plaintext_distances
+from secfpp.crypto.transport import (
     ENVELOPE_OVERHEAD,
     KeyPair,
     KeyRing,
@@ -65,7 +65,7 @@ from crypto.transport import (
     generate_keypair,
     seal_share,
 )
-from crypto.wire import pack_field_vector, pack_field_vectors
+from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
 
 _HEADER = 24  # packed vector header (crypto.wire)
 

@@ -6,7 +6,8 @@ For each setting, Dirichlet ``alpha``, federation size and seed, the participant
 mean of their frozen image embeddings, what they share with ``reduction.signal = "data"``),
 and :func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on plaintext distances
 (which the coded path reproduces exactly) from one cluster, with the coordinator's split
-rules for the data signal (``coordinator.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
+rules for the data signal
+(``secfpp.coordinator.federations.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
 ``--probe-fraction``, ``--probe-ratio``). No training is involved: the data signal does not
 depend on the prompts. Reported per case:
 
@@ -36,8 +37,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.clustering import ClusteringConfig, Membership, secpc_step
-from crypto.secpc import plaintext_distances
+from secfpp.crypto.clustering import ClusteringConfig, Membership, secpc_step
+from secfpp.crypto.secpc import plaintext_distances
 
 __all__ = ["main", "replay"]
 
@@ -102,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.rounds, args.alphas, args.sizes, args.images = 2, 3, [0.5], [10], 60
     from bench.accuracy import _participants
-    from coordinator.config import ClusteringPolicy
     from demo.partition import setting_partition
-    from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
-    from participant.learning import configure_threads, data_signal, load_backbone
+    from secfpp.coordinator.federations.config import ClusteringPolicy
+    from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+    from secfpp.participant.learning import configure_threads, data_signal, load_backbone
 
     threshold, fraction, ratio = ClusteringPolicy(
         split_threshold=args.split_threshold,

@@ -37,7 +37,7 @@ from bench.accuracy import _participants
 from demo.partition import setting_partition
 from demo.report import cluster_purity
 from demo.simulation import SimulationConfig, simulate
-from participant.learning import configure_threads, load_backbone
+from secfpp.participant.learning import configure_threads, load_backbone
 
 __all__ = ["main", "run_setting"]
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds, args.rounds, args.by, args.images, args.participants = 1, 1, 1, 60, 6
     logging.basicConfig(level=logging.WARNING)
     configure_threads(1)
-    from participant.backbones import tiny_offline_checkpoint_path
+    from secfpp.participant.backbones import tiny_offline_checkpoint_path
 
     backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
     seeds = list(range(args.seeds))

@@ -1,7 +1,7 @@
-"""``python -m coordinator {serve|worker|migrate|certs} ...`` (see coordinator.cli)."""
+"""``python -m secfpp.coordinator {serve|worker|migrate|certs} ...`` (see coordinator.cli)."""
 
 import sys
 
-from coordinator.cli import main
+from secfpp.coordinator.cli import main
 
 sys.exit(main())

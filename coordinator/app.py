@@ -19,20 +19,20 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
-from coordinator.api import admin, lifecycle, lists, ops, participants, tokens
-from coordinator.api.availability import database_limits, install_outage_handlers
-from coordinator.api.body import BodyBudget, RequestBodyGuard
-from coordinator.api.docs import install_offline_docs
-from coordinator.api.openapi import build_openapi
-from coordinator.api.problems import install_problem_handlers
-from coordinator.dashboard import install_dashboard
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.db.migrate import upgrade
-from coordinator.jobs.runner import JobRunner
-from coordinator.metrics import Metrics
-from coordinator.ratelimit import ClientLimits
-from coordinator.rounds.driver import Clock, RoundDriver
-from coordinator.settings import Settings, get_settings
+from secfpp.coordinator.api.availability import database_limits, install_outage_handlers
+from secfpp.coordinator.api.body import BodyBudget, RequestBodyGuard
+from secfpp.coordinator.api.docs import install_offline_docs
+from secfpp.coordinator.api.openapi import build_openapi
+from secfpp.coordinator.api.problems import install_problem_handlers
+from secfpp.coordinator.api.routes import admin, lifecycle, lists, ops, participants, tokens
+from secfpp.coordinator.auth.ratelimit import ClientLimits
+from secfpp.coordinator.dashboard import install_dashboard
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.db.migrate import upgrade
+from secfpp.coordinator.jobs.runner import JobRunner
+from secfpp.coordinator.metrics import Metrics
+from secfpp.coordinator.rounds.driver import Clock, RoundDriver
+from secfpp.coordinator.settings import Settings, get_settings
 
 __all__ = ["create_app"]
 

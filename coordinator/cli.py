@@ -1,5 +1,5 @@
 """Console scripts: ``secfpp-coordinator`` (serve), ``secfpp-worker``, ``secfpp-migrate``,
-``secfpp-certs``; or ``python -m coordinator {serve|worker|migrate|certs} ...``.
+``secfpp-certs``; or ``python -m secfpp.coordinator {serve|worker|migrate|certs} ...``.
 
 Settings come from the environment / ``.env`` (:class:`~coordinator.settings.Settings`);
 command-line flags override host, port and migration. The server refuses to run
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from crypto.cli_help import DefaultsHelpFormatter
-from crypto.memory import retain_freed_memory
+from secfpp.crypto.cli_help import DefaultsHelpFormatter
+from secfpp.crypto.memory import retain_freed_memory
 
 __all__ = ["certs_main", "main", "migrate_main", "serve_main", "worker_main"]
 
@@ -25,8 +25,8 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     """Run the coordinator under uvicorn (TLS from the settings)."""
     import uvicorn
 
-    from coordinator.app import create_app
-    from coordinator.settings import get_settings
+    from secfpp.coordinator.app import create_app
+    from secfpp.coordinator.settings import get_settings
 
     parser = argparse.ArgumentParser(
         prog="secfpp-coordinator",
@@ -71,7 +71,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
     """Run decode and deadline jobs from the PostgreSQL job queue (coordinator.jobs.worker)."""
-    from coordinator.jobs.worker import worker_main as run
+    from secfpp.coordinator.jobs.worker import worker_main as run
 
     retain_freed_memory()  # decode temporaries reuse the heap (crypto/memory.py)
     return run(argv)
@@ -79,9 +79,9 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
 
 def migrate_main(argv: Sequence[str] | None = None) -> int:
     """Apply the database migrations (default: up to head)."""
-    from coordinator.db.engine import make_engine
-    from coordinator.db.migrate import current_revision, downgrade, upgrade
-    from coordinator.settings import get_settings
+    from secfpp.coordinator.db.engine import make_engine
+    from secfpp.coordinator.db.migrate import current_revision, downgrade, upgrade
+    from secfpp.coordinator.settings import get_settings
 
     parser = argparse.ArgumentParser(
         prog="secfpp-migrate",
@@ -107,7 +107,7 @@ def migrate_main(argv: Sequence[str] | None = None) -> int:
 
 def certs_main(argv: Sequence[str] | None = None) -> int:
     """Generate a local CA and a server certificate signed by it."""
-    from coordinator.tls import generate_certificates
+    from secfpp.coordinator.tls import generate_certificates
 
     parser = argparse.ArgumentParser(
         prog="secfpp-certs", description=certs_main.__doc__, formatter_class=DefaultsHelpFormatter
@@ -139,10 +139,11 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m coordinator.cli {serve|worker|migrate|certs} ...``"""
+    """``python -m secfpp.coordinator.cli {serve|worker|migrate|certs} ...``"""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in COMMANDS:
-        print(f"usage: python -m coordinator.cli {{{'|'.join(COMMANDS)}}} ...", file=sys.stderr)
+        usage = f"usage: python -m secfpp.coordinator.cli {{{'|'.join(COMMANDS)}}} ..."
+        print(usage, file=sys.stderr)
         return 2
     return COMMANDS[args[0]](args[1:])
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crypto.errors import (
+from secfpp.crypto.errors import (
     CryptoError,
     DecodeError,
     ParameterError,

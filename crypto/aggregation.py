@@ -33,14 +33,14 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.dp.distributed import DistributedNoise
-from crypto.dp.mechanisms import discrete_gaussian_mechanism, lattice_sigma2
-from crypto.errors import ParameterError
-from crypto.field import FieldArray, PrimeField
-from crypto.lcc import Decoded, LagrangeCode
-from crypto.params import FieldSpec
-from crypto.quantize import lift, quantize_integers
-from crypto.rng import RandomSource
+from secfpp.crypto.dp.distributed import DistributedNoise
+from secfpp.crypto.dp.mechanisms import discrete_gaussian_mechanism, lattice_sigma2
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.field import FieldArray, PrimeField
+from secfpp.crypto.lcc import Decoded, LagrangeCode
+from secfpp.crypto.params import FieldSpec
+from secfpp.crypto.quantize import lift, quantize_integers
+from secfpp.crypto.rng import RandomSource
 
 __all__ = [
     "clip_update",
@@ -70,7 +70,7 @@ def clip_update(
 def rounding_margin(length: int, spec: FieldSpec) -> float:
     """``sqrt(D) / s``: the most stochastic rounding adds to the L2 norm (real units).
 
-    >>> from crypto.params import FieldSpec
+    >>> from secfpp.crypto.params import FieldSpec
     >>> rounding_margin(16, FieldSpec(prime=2**31 - 1, bits=2, clip=1.0))
     1.0
     """

@@ -53,8 +53,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from crypto.committee import CommitteeMismatchError
-from crypto.errors import ParameterError
+from secfpp.crypto.committee import CommitteeMismatchError
+from secfpp.crypto.errors import ParameterError
 
 __all__ = [
     "BAD_REVEAL",

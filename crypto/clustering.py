@@ -73,9 +73,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.errors import ParameterError
-from crypto.secpc import Distances, ReferenceSets
-from crypto.split_test import best_cut, far_members, probe_between_fraction, probe_coordinates
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.secpc import Distances, ReferenceSets
+from secfpp.crypto.split_test import (
+    best_cut,
+    far_members,
+    probe_between_fraction,
+    probe_coordinates,
+)
 
 __all__ = [
     "ClusteringConfig",

@@ -85,8 +85,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Final
 
-from crypto.errors import ParameterError, RefusalError
-from crypto.params import (
+from secfpp.crypto.errors import ParameterError, RefusalError
+from secfpp.crypto.params import (
     DEFAULT_DROPOUT_FRACTION,
     CodeSpec,
     CryptoParams,

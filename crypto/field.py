@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crypto.errors import ParameterError
+from secfpp.crypto.errors import ParameterError
 
 __all__ = ["MAX_PRIME", "NARROW_LIMIT", "FieldArray", "PreparedLeft", "PrimeField", "is_prime"]
 

@@ -44,11 +44,11 @@ from functools import cached_property
 
 import numpy as np
 
-from crypto.errors import DecodeError, ParameterError
-from crypto.field import FieldArray, PreparedLeft, PrimeField
-from crypto.linalg import lagrange_matrix, matmul
-from crypto.reed_solomon import ReedSolomonCode
-from crypto.rng import RandomSource, SystemRandom
+from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.field import FieldArray, PreparedLeft, PrimeField
+from secfpp.crypto.linalg import lagrange_matrix, matmul
+from secfpp.crypto.reed_solomon import ReedSolomonCode
+from secfpp.crypto.rng import RandomSource, SystemRandom
 
 __all__ = ["Decoded", "LagrangeCode"]
 

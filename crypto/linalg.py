@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crypto.field import FieldArray, PrimeField
+from secfpp.crypto.field import FieldArray, PrimeField
 
 __all__ = [
     "MERSENNE_61",

@@ -46,9 +46,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from crypto.errors import ParameterError
-from crypto.field import MAX_PRIME, PrimeField, is_prime
-from crypto.lcc import LagrangeCode
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.field import MAX_PRIME, PrimeField, is_prime
+from secfpp.crypto.lcc import LagrangeCode
 
 __all__ = [
     "DEFAULT_DROPOUT_FRACTION",
@@ -493,7 +493,7 @@ class CryptoParams:
         )
         plan = None
         if committee is not False:
-            from crypto.committee import plan_committee  # imports this module
+            from secfpp.crypto.committee import plan_committee  # imports this module
 
             if committee is not True and (not isinstance(committee, int) or committee < 3):
                 raise ParameterError(

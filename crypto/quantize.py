@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crypto.errors import ParameterError
-from crypto.field import FieldArray, PrimeField
-from crypto.rng import RandomSource
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.field import FieldArray, PrimeField
+from secfpp.crypto.rng import RandomSource
 
 __all__ = ["dequantize", "lift", "quantize", "quantize_integers"]
 

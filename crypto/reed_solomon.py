@@ -52,10 +52,10 @@ from functools import cached_property
 
 import numpy as np
 
-from crypto.errors import DecodeError, ParameterError
-from crypto.field import FieldArray, PrimeField
-from crypto.linalg import barycentric_weights, field_sum, lagrange_matrix, matmul, mul
-from crypto.rng import RandomSource
+from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.field import FieldArray, PrimeField
+from secfpp.crypto.linalg import barycentric_weights, field_sum, lagrange_matrix, matmul, mul
+from secfpp.crypto.rng import RandomSource
 
 __all__ = ["ReedSolomonCode", "berlekamp_massey"]
 

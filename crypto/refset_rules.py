@@ -37,9 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from crypto.clustering import initial_probe
-from crypto.errors import RefusalError
-from crypto.secpc import ReferenceSets
+from secfpp.crypto.clustering import initial_probe
+from secfpp.crypto.errors import RefusalError
+from secfpp.crypto.secpc import ReferenceSets
 
 __all__ = [
     "REFERENCE_FLOOR",

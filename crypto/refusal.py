@@ -29,9 +29,9 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from crypto.errors import RefusalError
-from crypto.refset_rules import effective_minimum
-from crypto.secpc import ReferenceSets
+from secfpp.crypto.errors import RefusalError
+from secfpp.crypto.refset_rules import effective_minimum
+from secfpp.crypto.secpc import ReferenceSets
 
 __all__ = [
     "aggregation_request_digest",

@@ -64,12 +64,12 @@ from functools import cached_property
 
 import numpy as np
 
-from crypto.errors import ParameterError
-from crypto.field import FieldArray, PrimeField
-from crypto.lcc import LagrangeCode
-from crypto.linalg import field_sum, lagrange_matrix, matmul
-from crypto.rng import RandomSource
-from crypto.secpc import ReferenceSets, coded_distances
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.field import FieldArray, PrimeField
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.linalg import field_sum, lagrange_matrix, matmul
+from secfpp.crypto.rng import RandomSource
+from secfpp.crypto.secpc import ReferenceSets, coded_distances
 
 __all__ = [
     "ZeroSharing",

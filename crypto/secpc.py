@@ -38,11 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.errors import DecodeError, ParameterError
-from crypto.field import FieldArray, PrimeField
-from crypto.lcc import Decoded, LagrangeCode
-from crypto.linalg import matmul, mul, mulsum
-from crypto.params import FieldSpec
+from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.field import FieldArray, PrimeField
+from secfpp.crypto.lcc import Decoded, LagrangeCode
+from secfpp.crypto.linalg import matmul, mul, mulsum
+from secfpp.crypto.params import FieldSpec
 
 __all__ = [
     "Distances",

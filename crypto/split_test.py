@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.errors import ParameterError
+from secfpp.crypto.errors import ParameterError
 
 __all__ = [
     "Cut",

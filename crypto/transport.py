@@ -68,8 +68,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.hmac import HMAC
 
-from crypto.errors import ParameterError, ShareAuthenticationError
-from crypto.rng import RandomSource, SystemRandom
+from secfpp.crypto.errors import ParameterError, ShareAuthenticationError
+from secfpp.crypto.rng import RandomSource, SystemRandom
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

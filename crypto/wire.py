@@ -59,7 +59,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.errors import ParameterError, WireFormatError
+from secfpp.crypto.errors import ParameterError, WireFormatError
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",

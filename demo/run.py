@@ -39,10 +39,10 @@ from typing import Any
 
 import httpx
 
-from coordinator.config import ClusteringPolicy
 from demo.partition import SETTINGS, setting_partition, write_image_folders
 from demo.processes import ProcessGroup
 from demo.report import DemoRecord, Export, cluster_purity, describe_clusters, plot, render
+from secfpp.coordinator.federations.config import ClusteringPolicy
 
 __all__ = ["main"]
 
@@ -97,7 +97,7 @@ class Deployment:
     @classmethod
     def start(cls, work: Path, procs: ProcessGroup, *, tick_s: float = 0.5) -> Deployment:
         """Generate a CA and server certificate, start the coordinator, wait until ready."""
-        from coordinator.tls import generate_certificates
+        from secfpp.coordinator.tls import generate_certificates
 
         certs = generate_certificates(work / "certs", ["localhost", "127.0.0.1"])
         port = _free_port()
@@ -119,7 +119,7 @@ class Deployment:
             [
                 sys.executable,
                 "-m",
-                "coordinator.cli",
+                "secfpp.coordinator.cli",
                 "serve",
                 "--host",
                 "127.0.0.1",
@@ -156,7 +156,7 @@ class Deployment:
                 [
                     sys.executable,
                     "-m",
-                    "participant.cli",
+                    "secfpp.participant.cli",
                     "enroll",
                     "--coordinator",
                     self.url,
@@ -208,7 +208,7 @@ class Deployment:
             [
                 sys.executable,
                 "-m",
-                "participant.cli",
+                "secfpp.participant.cli",
                 "run",
                 "--state",
                 str(state),
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work)
     work.mkdir(parents=True)
 
-    from participant.backbones import register_offline_models, tiny_offline_checkpoint_path
+    from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
 
     register_offline_models()
     checkpoint = tiny_offline_checkpoint_path()
@@ -453,7 +453,7 @@ def _export_and_predict(work: Path, states: list[Path], parts: Any, record: Demo
     for part in parts:
         firsts.setdefault(part.domain.name, part.participant)
     for domain, p in firsts.items():
-        cli = [sys.executable, "-m", "participant.cli"]
+        cli = [sys.executable, "-m", "secfpp.participant.cli"]
         done = subprocess.run(  # noqa: S603 - our own CLI
             [*cli, "export", "--state", str(states[p])], capture_output=True, text=True
         )

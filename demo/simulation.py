@@ -25,18 +25,18 @@ import httpx
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from coordinator.app import create_app
-from coordinator.config import PROTOTYPE_STRATEGIES, PrototypeConfig
-from coordinator.db.engine import make_engine
-from coordinator.db.migrate import upgrade
-from coordinator.settings import Settings
-from crypto.rng import DeterministicRandom, RandomSource, SystemRandom
-from participant.client import CoordinatorClient
-from participant.engine import Engine
-from participant.enrollment import enroll
-from participant.learning import Backbone, FeatureSet, get_strategy
-from participant.state import StateDir
-from participant.trainer import PromptTrainer, strategy_settings
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.migrate import upgrade
+from secfpp.coordinator.federations.config import PROTOTYPE_STRATEGIES, PrototypeConfig
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.rng import DeterministicRandom, RandomSource, SystemRandom
+from secfpp.participant.client import CoordinatorClient
+from secfpp.participant.engine import Engine
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.learning import Backbone, FeatureSet, get_strategy
+from secfpp.participant.state import StateDir
+from secfpp.participant.trainer import PromptTrainer, strategy_settings
 
 __all__ = ["ParticipantData", "RoundRecord", "SimulationConfig", "SimulationResult", "simulate"]
 
@@ -124,7 +124,7 @@ def _trainer(
     rng: RandomSource,
     seed: int,
 ) -> PromptTrainer:
-    from participant.learning import get_reduction
+    from secfpp.participant.learning import get_reduction
 
     settings = strategy_settings(
         {

@@ -74,9 +74,9 @@ BUILDAH=(buildah --storage-driver vfs)
 sources_of() {
     case "$1" in
         coordinator) echo docker/coordinator.Dockerfile pyproject.toml README.md constraints.txt \
-            crypto coordinator migrations ;;
+            secfpp crypto coordinator migrations ;;
         participant) echo docker/participant.Dockerfile pyproject.toml README.md constraints.txt \
-            crypto participant ;;
+            secfpp crypto participant ;;
     esac
 }
 source_hash() {

@@ -16,6 +16,7 @@ RUN apt-get update \
 
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
+COPY secfpp ./secfpp
 COPY crypto ./crypto
 COPY coordinator ./coordinator
 COPY migrations ./migrations

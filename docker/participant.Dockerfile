@@ -44,6 +44,7 @@ RUN case "$TORCH" in \
     esac \
  && python -c "import sys, torch; cuda = torch.version.cuda is not None; sys.exit(0 if cuda == (sys.argv[1] == 'cuda') else 'torch ' + torch.__version__ + ' is not a ' + sys.argv[1] + ' build')" "$TORCH"
 COPY pyproject.toml README.md ./
+COPY secfpp ./secfpp
 COPY crypto ./crypto
 COPY participant ./participant
 # The [participant] extra: torch, open_clip, httpx; no web server or database driver.

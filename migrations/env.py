@@ -1,6 +1,6 @@
 """Alembic environment: the URL comes from the caller's config or from the settings.
 
-``coordinator.db.migrate`` passes either a live connection (``config.attributes
+``secfpp.coordinator.db.migrate`` passes either a live connection (``config.attributes
 ["connection"]``) or a URL (``sqlalchemy.url``); with neither, the URL is
 ``get_settings().database_url``.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from coordinator.db.engine import make_engine
-from coordinator.db.models import Base
-from coordinator.settings import get_settings
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.models import Base
+from secfpp.coordinator.settings import get_settings
 
 config = context.config
 target_metadata = Base.metadata

@@ -35,14 +35,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from crypto.cli_help import CommandParser, DefaultsHelpFormatter
-from participant.client import (
+from secfpp.crypto.cli_help import CommandParser, DefaultsHelpFormatter
+from secfpp.participant.client import (
     CoordinatorClient,
     CoordinatorUnavailableError,
     RequestRefusedError,
     RetryPolicy,
 )
-from participant.daemon import (
+from secfpp.participant.daemon import (
     EXIT_CONFIG,
     EXIT_MISMATCH,
     EXIT_REFUSED,
@@ -50,7 +50,7 @@ from participant.daemon import (
     EXIT_UNAVAILABLE,
     guarded,
 )
-from participant.state import StateDir, StateError
+from secfpp.participant.state import StateDir, StateError
 
 __all__ = [
     "EXIT_CONFIG",
@@ -227,7 +227,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _model_commands(sub: Any) -> None:
     """``fingerprint``, ``export``, ``predict``, ``evaluate`` (participant/model_commands.py)."""
-    from participant.model_commands import add_model_commands
+    from secfpp.participant.model_commands import add_model_commands
 
     add_model_commands(sub)
 
@@ -243,7 +243,7 @@ def _client(identity: dict[str, object]) -> CoordinatorClient:
 
 
 def _enroll(args: argparse.Namespace) -> int:
-    from participant.enrollment import enroll
+    from secfpp.participant.enrollment import enroll
 
     token = read_token(args.token_file, ENROLLMENT_TOKEN_ENV, "enrollment token")
     client = CoordinatorClient.connect(
@@ -269,8 +269,8 @@ def _enroll(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Check the state (locally, then against the coordinator), build the trainer, loop."""
-    from crypto.memory import retain_freed_memory
-    from participant.daemon import serve
+    from secfpp.crypto.memory import retain_freed_memory
+    from secfpp.participant.daemon import serve
 
     retain_freed_memory()  # a stage's numpy temporaries reuse the heap (crypto/memory.py)
     state = StateDir(args.state)
@@ -303,8 +303,8 @@ def _build_trainer(
     identity: dict[str, Any],
     say: Callable[[str], None],
 ) -> Any:
-    from participant.learning import configure_threads
-    from participant.trainer import TrainerSettings, build_trainer
+    from secfpp.participant.learning import configure_threads
+    from secfpp.participant.trainer import TrainerSettings, build_trainer
 
     configure_threads(args.threads)
     settings = TrainerSettings(
@@ -326,7 +326,7 @@ def _build_trainer(
         on_progress=say,
         progress_bar=not args.no_progress_bar and sys.stderr.isatty(),
     )
-    from participant.export import record_training
+    from secfpp.participant.export import record_training
 
     record_training(state, trainer.strategy, settings.strategy_overrides)  # for 'export'
     template = trainer.template_accuracy(args.zero_shot_template)

@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.crypto.wire import pack_envelopes, unpack_inbox
 
 __all__ = [
     "AccessRevokedError",

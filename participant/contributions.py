@@ -22,10 +22,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from crypto.beacon_mix import CONTRIBUTION_BYTES, contribution_commitment
-from crypto.rng import RandomSource
-from participant.client import CoordinatorClient, RequestRefusedError
-from participant.state import StateDir
+from secfpp.crypto.beacon_mix import CONTRIBUTION_BYTES, contribution_commitment
+from secfpp.crypto.rng import RandomSource
+from secfpp.participant.client import CoordinatorClient, RequestRefusedError
+from secfpp.participant.state import StateDir
 
 __all__ = ["ContributionLog", "Evidence"]
 

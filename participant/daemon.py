@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crypto.transport import load_private_key, public_key_bytes
-from participant.client import (
+from secfpp.crypto.transport import load_private_key, public_key_bytes
+from secfpp.participant.client import (
     AccessRevokedError,
     CoordinatorClient,
     CoordinatorUnavailableError,
@@ -47,8 +47,8 @@ from participant.client import (
     RetryPolicy,
     UntrustedCertificateError,
 )
-from participant.engine import Engine, Trainer
-from participant.state import StateDir, StateError, StateMismatchError, check_enrollment
+from secfpp.participant.engine import Engine, Trainer
+from secfpp.participant.state import StateDir, StateError, StateMismatchError, check_enrollment
 
 __all__ = [
     "EXIT_CONFIG",
@@ -163,7 +163,7 @@ def guarded(command: Callable[[], int]) -> int:
     except Exception as exc:
         # Learning errors (bad data or model) are configuration problems too; the module
         # is looked up lazily so that the state checks never import torch.
-        learning = sys.modules.get("participant.learning.errors")
+        learning = sys.modules.get("secfpp.participant.learning.errors")
         if learning is not None and isinstance(exc, learning.LearningError):
             log.error("%s", exc)
             return EXIT_CONFIG

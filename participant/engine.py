@@ -23,19 +23,19 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.committee import CommitteeMismatchError
-from crypto.errors import RefusalError
-from crypto.params import CryptoParams
-from crypto.refusal import (
+from secfpp.crypto.committee import CommitteeMismatchError
+from secfpp.crypto.errors import RefusalError
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.refusal import (
     aggregation_request_digest,
     check_same_request,
     distance_request_digest,
 )
-from crypto.rng import RandomSource, SystemRandom
-from crypto.transport import KeyRing, load_private_key
-from participant.client import CoordinatorClient, RequestRefusedError
-from participant.contributions import ContributionLog
-from participant.protocol import (
+from secfpp.crypto.rng import RandomSource, SystemRandom
+from secfpp.crypto.transport import KeyRing, load_private_key
+from secfpp.participant.client import CoordinatorClient, RequestRefusedError
+from secfpp.participant.contributions import ContributionLog
+from secfpp.participant.protocol import (
     aggregation_payload,
     committee_of,
     crypto_params,
@@ -48,9 +48,9 @@ from participant.protocol import (
     round_committee,
     share_body,
 )
-from participant.refsets import answered_sets, check_distance_sets, load_answered
-from participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
-from participant.state import StateDir
+from secfpp.participant.refsets import answered_sets, check_distance_sets, load_answered
+from secfpp.participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
+from secfpp.participant.state import StateDir
 
 __all__ = ["Engine", "TrainOutput", "Trainer"]
 

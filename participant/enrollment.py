@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from crypto.rng import RandomSource, SystemRandom
-from crypto.transport import generate_keypair, private_key_bytes, public_key_bytes
-from participant.client import CoordinatorClient
-from participant.state import StateDir, StateError
+from secfpp.crypto.rng import RandomSource, SystemRandom
+from secfpp.crypto.transport import generate_keypair, private_key_bytes, public_key_bytes
+from secfpp.participant.client import CoordinatorClient
+from secfpp.participant.state import StateDir, StateError
 
 __all__ = ["enroll"]
 

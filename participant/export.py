@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from participant.learning.backbone import load_backbone
-from participant.learning.errors import BackboneMismatchError
-from participant.personalized import PromptFile, finite_or_none, write_prompt_file
-from participant.state import StateDir, StateError
+from secfpp.participant.learning.backbone import load_backbone
+from secfpp.participant.learning.errors import BackboneMismatchError
+from secfpp.participant.personalized import PromptFile, finite_or_none, write_prompt_file
+from secfpp.participant.state import StateDir, StateError
 
 __all__ = ["TRAINING_RECORD", "Exported", "export_personalized", "record_training"]
 
@@ -99,7 +99,7 @@ def export_personalized(
         StateError: no training record, no published round, or a missing state file.
         BackboneMismatchError: the weights found are not those the prompt was trained on.
     """
-    from participant.trainer import TrainerSettings, make_strategy
+    from secfpp.participant.trainer import TrainerSettings, make_strategy
 
     state = StateDir(state_dir)
     identity = state.identity()

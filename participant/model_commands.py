@@ -95,7 +95,7 @@ def _model_file_command(sub: Any, name: str, what: str, data: str) -> argparse.A
 
 
 def _fingerprint(args: argparse.Namespace) -> int:
-    from participant.learning.backbone import load_backbone
+    from secfpp.participant.learning.backbone import load_backbone
 
     backbone = load_backbone(args.model, args.pretrained, device=args.device)
     print(backbone.fingerprint)
@@ -103,7 +103,7 @@ def _fingerprint(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from participant.export import export_personalized
+    from secfpp.participant.export import export_personalized
 
     done = export_personalized(args.state, args.out, pretrained=args.pretrained, device=args.device)
     shown = "-" if done.held_out_accuracy is None else f"{done.held_out_accuracy:.4f}"
@@ -115,8 +115,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from participant.learning.errors import LearningConfigError
-    from participant.personalized import list_images, load_personalized
+    from secfpp.participant.learning.errors import LearningConfigError
+    from secfpp.participant.personalized import list_images, load_personalized
 
     model = load_personalized(args.model_file, pretrained=args.pretrained, device=args.device)
     k = args.top_k
@@ -148,7 +148,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from participant.personalized import load_personalized
+    from secfpp.participant.personalized import load_personalized
 
     model = load_personalized(args.model_file, pretrained=args.pretrained, device=args.device)
     result = model.evaluate(args.data)

@@ -43,18 +43,18 @@ import torch
 from numpy.typing import NDArray
 from PIL import Image
 
-from participant.learning.backbone import Backbone, load_backbone
-from participant.learning.data import (
+from secfpp.participant.learning.backbone import Backbone, load_backbone
+from secfpp.participant.learning.data import (
     IMAGE_SUFFIXES,
     ImageDataset,
     Sample,
     load_dataset,
     read_image_folder,
 )
-from participant.learning.errors import BackboneMismatchError, LearningError
-from participant.learning.evaluation import accuracy
-from participant.learning.features import compute_features
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.errors import BackboneMismatchError, LearningError
+from secfpp.participant.learning.evaluation import accuracy
+from secfpp.participant.learning.features import compute_features
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 __all__ = [
     "FORMAT",

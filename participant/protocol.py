@@ -19,44 +19,44 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from numpy.typing import NDArray
 
-from crypto.aggregation import member_sums, prepare_update
-from crypto.beacon_mix import Contribution, check_contributions
-from crypto.committee import (
+from secfpp.crypto.aggregation import member_sums, prepare_update
+from secfpp.crypto.beacon_mix import Contribution, check_contributions
+from secfpp.crypto.committee import (
     CommitteeMismatchError,
     beacon_commitment,
     check_announced_committee,
     committee_binding,
 )
-from crypto.dp.distributed import DistributedNoise
-from crypto.errors import ShareAuthenticationError
-from crypto.field import FieldArray
-from crypto.params import CodeSpec, CryptoParams, FieldSpec
-from crypto.quantize import quantize
-from crypto.refusal import (
+from secfpp.crypto.dp.distributed import DistributedNoise
+from secfpp.crypto.errors import ShareAuthenticationError
+from secfpp.crypto.field import FieldArray
+from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.refusal import (
     aggregation_request_digest,
     check_aggregation_request,
     check_distance_request,
     distance_request_digest,
 )
-from crypto.rerandomize import ZeroSharing, rerandomized_distances
-from crypto.rng import RandomSource
-from crypto.secpc import ReferenceSets, coded_distances
-from crypto.transport import (
+from secfpp.crypto.rerandomize import ZeroSharing, rerandomized_distances
+from secfpp.crypto.rng import RandomSource
+from secfpp.crypto.secpc import ReferenceSets, coded_distances
+from secfpp.crypto.transport import (
     ShareContext,
     SharedSecretSource,
     load_public_key,
     open_share_into,
     seal_share,
 )
-from crypto.wire import (
+from secfpp.crypto.wire import (
     pack_field_matrix,
     pack_field_vector,
     pack_field_vectors,
     unpack_field_vectors,
     vector_size,
 )
-from participant.contributions import Evidence
-from participant.rerandomize import ZERO_KIND, zero_sharing_length
+from secfpp.participant.contributions import Evidence
+from secfpp.participant.rerandomize import ZERO_KIND, zero_sharing_length
 
 __all__ = [
     "OpenedShares",

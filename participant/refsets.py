@@ -12,11 +12,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from crypto.committee import beacon_commitment
-from crypto.errors import RefusalError
-from crypto.params import CryptoParams
-from crypto.refset_rules import AnsweredSets, check_beacon_probes, check_membership_change
-from participant.protocol import distance_request
+from secfpp.crypto.committee import beacon_commitment
+from secfpp.crypto.errors import RefusalError
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.refset_rules import AnsweredSets, check_beacon_probes, check_membership_change
+from secfpp.participant.protocol import distance_request
 
 log = logging.getLogger(__name__)
 

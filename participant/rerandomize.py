@@ -1,6 +1,6 @@
 """The participant's side of the re-randomized distance stage: names and sizes, no I/O.
 
-When the federation's config sets ``crypto.rerandomize_distances`` (docs/protocol.md
+When the federation's config sets ``secfpp.crypto.rerandomize_distances`` (docs/protocol.md
 section 4), the sharing task lists one more envelope kind, :data:`ZERO_KIND`: each
 participant sends every recipient its zero-sharing contribution
 (:class:`crypto.rerandomize.ZeroSharing`) at the recipient's point, a vector of
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from crypto.params import CryptoParams
-from crypto.rerandomize import output_bound
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rerandomize import output_bound
 
 __all__ = ["ZERO_CONTEXT_STAGE", "ZERO_KIND", "rerandomizes", "zero_sharing_length"]
 

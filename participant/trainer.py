@@ -20,10 +20,10 @@ import torch
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from crypto.rng import RandomSource
-from participant.backbones import TINY_OFFLINE
-from participant.engine import TrainOutput
-from participant.learning import (
+from secfpp.crypto.rng import RandomSource
+from secfpp.participant.backbones import TINY_OFFLINE
+from secfpp.participant.engine import TrainOutput
+from secfpp.participant.learning import (
     Backbone,
     FeatureCache,
     FeatureSet,
@@ -38,7 +38,7 @@ from participant.learning import (
     read_class_list,
     split_dataset,
 )
-from participant.learning.pin import check_pin, pinned_model
+from secfpp.participant.learning.pin import check_pin, pinned_model
 
 __all__ = [
     "PromptTrainer",
@@ -231,7 +231,7 @@ def strategy_settings(
 
 
 def _feddpa_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """``feddpa``: the federation's ``crypto.l2_clip`` fixes ``clip_norm`` (the clip of the
+    """``feddpa``: the federation's ``secfpp.crypto.l2_clip`` fixes ``clip_norm`` (the clip of the
     round update and the target of the bounded constraint); a disagreeing override is refused.
 
     >>> _feddpa_settings({"crypto": {"l2_clip": 0.5}}, {"tau": 0.3})
@@ -252,7 +252,7 @@ def _prototype_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> 
     """``protopfl-*``: every field of the federation's ``prototypes`` section the strategy
     has (all but ``n_classes`` and ``dim``; ``classes``, the federation's class list, when
     set), and ``rounds = rounds.total``; a local override that disagrees is refused."""
-    from participant.learning.strategies import STRATEGIES
+    from secfpp.participant.learning.strategies import STRATEGIES
 
     cls = STRATEGIES.get(str(config.get("strategy")))
     known = set(cls.config_type.__dataclass_fields__) if cls is not None else set()

@@ -1,4 +1,4 @@
-"""Write ``coordinator/backbones.json``: the text width of every open_clip model the
+"""Write ``coordinator/federations/backbones.json``: the text width of every open_clip model the
 participant daemon can drive, and the weights fingerprint of the shipped backbone.
 
 The coordinator runs without torch and open_clip (docker/coordinator.Dockerfile), so it
@@ -40,8 +40,8 @@ def catalog() -> dict[str, Any]:
     """``{"open_clip": version, "models": {name: {"text_width": w[, "weights_sha256"]}}}``."""
     import open_clip
 
-    from participant.backbones import TINY_OFFLINE
-    from participant.learning import load_backbone
+    from secfpp.participant.backbones import TINY_OFFLINE
+    from secfpp.participant.learning import load_backbone
 
     models: dict[str, dict[str, Any]] = {}
     for name, config in sorted(_configs().items()):

@@ -62,12 +62,12 @@ from demo.data.synthetic import (
     LETTER_NAMES,
     DomainData,
 )
-from participant.backbones.offline import (
+from secfpp.participant.backbones.offline import (
     TINY_OFFLINE,
     WEIGHTS_DIR,
     register_offline_models,
 )
-from participant.backbones.zeroshot import (
+from secfpp.participant.backbones.zeroshot import (
     Preprocess,
     Tokenizer,
     images_to_tensor,
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
     torch.save(state, checkpoint)
 
-    from participant.learning.backbone import state_fingerprint
+    from secfpp.participant.learning.backbone import state_fingerprint
 
     # Evaluate what ships: the fp16 file, loaded by name through open_clip.
     shipped, _, preprocess = open_clip.create_model_and_transforms(

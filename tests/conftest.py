@@ -73,8 +73,8 @@ class PostgresDatabases:
     def migrated(self) -> str:
         """A fresh database at the migration head (copied from a migrated template)."""
         if self._template is None:
-            from coordinator.db.engine import make_engine
-            from coordinator.db.migrate import upgrade
+            from secfpp.coordinator.db.engine import make_engine
+            from secfpp.coordinator.db.migrate import upgrade
 
             template = self.create()
             engine = make_engine(pg_url(template))
@@ -130,8 +130,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from coordinator.db.engine import make_engine
-    from coordinator.db.migrate import upgrade
+    from secfpp.coordinator.db.engine import make_engine
+    from secfpp.coordinator.db.migrate import upgrade
 
     path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
     engine = make_engine(f"sqlite:///{path}")
@@ -199,7 +199,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``python -m coordinator.cli serve`` in a subprocess, killable with SIGKILL."""
+    """``python -m secfpp.coordinator.cli serve`` in a subprocess, killable with SIGKILL."""
 
     def __init__(
         self,
@@ -228,7 +228,15 @@ class ServerProcess:
     def start(self, *args: str) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "coordinator.cli", "serve", "--port", str(self.port), *args],
+                [
+                    sys.executable,
+                    "-m",
+                    "secfpp.coordinator.cli",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    *args,
+                ],
                 cwd=REPO,
                 env=self.env,
                 stdout=out,

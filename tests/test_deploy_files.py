@@ -5,7 +5,7 @@ from __future__ import annotations
 import configparser
 from pathlib import Path
 
-from participant import daemon
+from secfpp.participant import daemon
 
 UNIT = Path(__file__).resolve().parents[1] / "deploy" / "secfpp-participant.service"
 

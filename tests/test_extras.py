@@ -81,24 +81,25 @@ BLOCKER = textwrap.dedent(
 
 ROLES = {
     "coordinator": """
-        import coordinator.cli, coordinator.app
-        from coordinator.settings import Settings
-        coordinator.app.create_app(Settings(database_url="sqlite:///" + TMP + "/x.db"))
+        import secfpp.coordinator.app
+        import secfpp.coordinator.cli
+        from secfpp.coordinator.settings import Settings
+        secfpp.coordinator.app.create_app(Settings(database_url="sqlite:///" + TMP + "/x.db"))
         for command in ("serve", "worker", "migrate", "certs"):
             try:
-                coordinator.cli.COMMANDS[command](["--help"])
+                secfpp.coordinator.cli.COMMANDS[command](["--help"])
             except SystemExit as exc:
                 assert exc.code == 0, (command, exc.code)
         assert "torch" not in sys.modules
     """,
     "participant": """
-        import participant.cli
+        import secfpp.participant.cli
         for argv in (["--help"], ["run", "--help"], ["enroll", "--help"]):
             try:
-                participant.cli.main(argv)
+                secfpp.participant.cli.main(argv)
             except SystemExit as exc:
                 assert exc.code == 0, (argv, exc.code)
-        import participant.trainer
+        import secfpp.participant.trainer
         for module in ("fastapi", "sqlalchemy", "uvicorn", "psycopg"):
             assert module not in sys.modules, module
     """,
@@ -197,4 +198,16 @@ def test_wheel_holds_only_the_deployed_parts(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist()}
     packages = {name for name in top if not name.endswith((".dist-info", ".data"))}
-    assert packages == {"coordinator", "crypto", "migrations", "participant"}
+    assert packages == {"secfpp"}
+    names = set(archive.namelist())
+    parts = (
+        "crypto/field.py",
+        "coordinator/app.py",
+        "coordinator/federations/backbones.json",  # prompt.dim of a pinned backbone
+        "participant/cli.py",
+        "participant/backbones/weights/tiny-offline.pt",
+        "migrations/env.py",
+        "migrations/script.py.mako",
+    )
+    for part in parts:
+        assert f"secfpp/{part}" in names, part

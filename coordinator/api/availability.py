@@ -29,12 +29,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine, exc, text
 
-from coordinator.api.problems import problem_response
-from coordinator.db.engine import DatabaseLimits
-from coordinator.db.errors import is_database_unavailable
-from coordinator.db.migrate import current_revision, head_revision
-from coordinator.errors import ProblemError
-from coordinator.settings import Settings
+from secfpp.coordinator.api.problems import problem_response
+from secfpp.coordinator.db.engine import DatabaseLimits
+from secfpp.coordinator.db.errors import is_database_unavailable
+from secfpp.coordinator.db.migrate import current_revision, head_revision
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.settings import Settings
 
 __all__ = [
     "READY_TIMEOUT_S",

@@ -26,8 +26,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from coordinator.errors import ProblemError, from_crypto_error
-from crypto.errors import CryptoError
+from secfpp.coordinator.errors import ProblemError, from_crypto_error
+from secfpp.crypto.errors import CryptoError
 
 __all__ = ["BEARER_CHALLENGE", "PROBLEM_JSON", "install_problem_handlers", "problem_response"]
 

@@ -15,8 +15,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from coordinator.dashboard.auth import DashboardAuthError
-from coordinator.dashboard.routes import FRAGMENTS, PREFIX, links_router, router, templates
+from secfpp.coordinator.auth.dashboard_sessions import DashboardAuthError
+from secfpp.coordinator.dashboard.routes import FRAGMENTS, PREFIX, links_router, router, templates
 
 __all__ = ["install_dashboard"]
 

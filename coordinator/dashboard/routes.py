@@ -1,6 +1,6 @@
 """The dashboard's routes (HTML, server-rendered) and the API route that mints login links.
 
-Every page needs a dashboard session (:mod:`coordinator.dashboard.auth`); without one a
+Every page needs a dashboard session (:mod:`coordinator.auth.dashboard_sessions`); without one a
 page answers ``303`` to the login form and shows no data, a fragment answers ``401``.
 State-changing requests are POSTs carrying the session's CSRF token.
 """
@@ -16,8 +16,7 @@ from fastapi import APIRouter, Depends, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from coordinator.admin_tokens import authenticate_admin
-from coordinator.api.body import (
+from secfpp.coordinator.api.body import (
     UNAUTHENTICATED_MAX_BODY,
     BodyGate,
     FormRoute,
@@ -25,7 +24,7 @@ from coordinator.api.body import (
     reads_body,
     register_gate,
 )
-from coordinator.api.deps import (
+from secfpp.coordinator.api.deps import (
     AdminCredentials,
     AdminDep,
     Now,
@@ -34,9 +33,9 @@ from coordinator.api.deps import (
     authenticated,
     in_session,
 )
-from coordinator.api.params import FederationId
-from coordinator.dashboard import charts, pages
-from coordinator.dashboard.auth import (
+from secfpp.coordinator.api.params import FederationId
+from secfpp.coordinator.auth.admin_tokens import authenticate_admin
+from secfpp.coordinator.auth.dashboard_sessions import (
     COOKIE,
     SESSION_TTL_S,
     DashboardAuthError,
@@ -50,14 +49,15 @@ from coordinator.dashboard.auth import (
     redeem_link,
     resume_session,
 )
-from coordinator.errors import ProblemError
-from coordinator.participant_tokens import (
+from secfpp.coordinator.auth.participant_tokens import (
     get_participant,
     participants_of,
     revoke_participant,
     rotate_participant_token,
 )
-from coordinator.rounds import control
+from secfpp.coordinator.dashboard import charts, pages
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds import control
 
 __all__ = ["FRAGMENTS", "PREFIX", "links_router", "router", "templates"]
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from coordinator.db.models import Round, RoundEvent
-from coordinator.rounds.machine import TERMINAL, Stage
-from coordinator.rounds.state import RoundState
+from secfpp.coordinator.db.models import Round, RoundEvent
+from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.state import RoundState
 
 __all__ = ["RoundLine", "StageSpan", "round_line"]
 

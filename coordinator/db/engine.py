@@ -23,7 +23,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from coordinator.db.bounded import bound_answers
+from secfpp.coordinator.db.bounded import bound_answers
 
 __all__ = ["DatabaseLimits", "make_engine", "make_probe_engine", "make_sessionmaker"]
 

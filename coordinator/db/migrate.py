@@ -21,7 +21,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
-import migrations
+from secfpp import migrations
 
 __all__ = [
     "MIGRATION_LOCK_KEY",

@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 
-from coordinator.jobs.completions import Completions
-from coordinator.jobs.tasks import (
+from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.jobs.tasks import (
     DEADLINES_LOCK,
     JobRuntime,
     check_deadlines,

@@ -39,8 +39,8 @@ from procrastinate.job_context import JobContext
 from procrastinate.jobs import Status
 from sqlalchemy.engine import make_url
 
-from coordinator.jobs.completions import Completions
-from coordinator.jobs.tasks import (
+from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.jobs.tasks import (
     DEADLINE_LOCK_KEY,
     DEADLINES_LOCK,
     JobRuntime,

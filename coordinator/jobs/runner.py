@@ -16,19 +16,19 @@ import io
 import logging
 from datetime import datetime
 
-from coordinator.jobs.completions import Completions
-from coordinator.jobs.local import LocalJobs
-from coordinator.jobs.postgres import (
+from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.jobs.local import LocalJobs
+from secfpp.coordinator.jobs.postgres import (
     JobQueueUnavailableError,
     PostgresJobs,
     WorkerOptions,
     default_worker_name,
     run_worker,
 )
-from coordinator.jobs.tasks import JobRuntime
-from coordinator.rounds.autopilot import Autopilot
-from coordinator.rounds.driver import RoundDriver
-from coordinator.settings import Settings
+from secfpp.coordinator.jobs.tasks import JobRuntime
+from secfpp.coordinator.rounds.autopilot import Autopilot
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.settings import Settings
 
 STOP_TIMEOUT_S = 45.0
 """Longest wait for the job worker at shutdown: procrastinate's graceful shutdown of

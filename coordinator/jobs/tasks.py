@@ -29,8 +29,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from coordinator.jobs.completions import Completions
-from coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.rounds.driver import RoundDriver
 
 __all__ = [
     "DEADLINES_LOCK",

@@ -19,7 +19,7 @@ import signal
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from crypto.cli_help import DefaultsHelpFormatter
+from secfpp.crypto.cli_help import DefaultsHelpFormatter
 
 __all__ = ["worker_main"]
 
@@ -31,16 +31,16 @@ def _utc_now() -> datetime:
 
 
 async def _serve(database_url: str, concurrency: int | None, name: str | None) -> None:
-    from coordinator.api.availability import database_limits
-    from coordinator.db.engine import make_engine, make_sessionmaker
-    from coordinator.jobs.completions import Completions
-    from coordinator.jobs.postgres import PostgresJobs, default_worker_name, run_worker
-    from coordinator.jobs.runner import worker_options
-    from coordinator.jobs.tasks import JobRuntime
-    from coordinator.metrics import Metrics
-    from coordinator.rounds.autopilot import Autopilot
-    from coordinator.rounds.driver import RoundDriver
-    from coordinator.settings import get_settings
+    from secfpp.coordinator.api.availability import database_limits
+    from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+    from secfpp.coordinator.jobs.completions import Completions
+    from secfpp.coordinator.jobs.postgres import PostgresJobs, default_worker_name, run_worker
+    from secfpp.coordinator.jobs.runner import worker_options
+    from secfpp.coordinator.jobs.tasks import JobRuntime
+    from secfpp.coordinator.metrics import Metrics
+    from secfpp.coordinator.rounds.autopilot import Autopilot
+    from secfpp.coordinator.rounds.driver import RoundDriver
+    from secfpp.coordinator.settings import get_settings
 
     settings = get_settings().model_copy(update={"database_url": database_url})
     if concurrency is not None:
@@ -85,7 +85,7 @@ async def _serve(database_url: str, concurrency: int | None, name: str | None) -
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
     """Run decode and deadline jobs from the PostgreSQL job queue until stopped."""
-    from coordinator.settings import get_settings
+    from secfpp.coordinator.settings import get_settings
 
     parser = argparse.ArgumentParser(
         prog="secfpp-worker", description=worker_main.__doc__, formatter_class=DefaultsHelpFormatter

@@ -35,12 +35,12 @@ from typing import Final
 from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
-from coordinator.db.errors import is_database_unavailable
-from coordinator.db.models import Federation, Round
-from coordinator.errors import ProblemError
-from coordinator.rounds import lifecycle, service, store
-from coordinator.rounds.driver import RoundDriver
-from coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.db.errors import is_database_unavailable
+from secfpp.coordinator.db.models import Federation, Round
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds import lifecycle, service, store
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.rounds.machine import TERMINAL, Stage
 
 __all__ = ["RECHECK_S", "Autopilot", "advance"]
 

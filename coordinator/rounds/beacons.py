@@ -17,9 +17,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from coordinator.config import FederationConfig
-from coordinator.db.models import RoundBeacon
-from crypto.committee import beacon_commitment
+from secfpp.coordinator.db.models import RoundBeacon
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.crypto.committee import beacon_commitment
 
 BEACON_BYTES = 32
 

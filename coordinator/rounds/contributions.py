@@ -21,11 +21,11 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from coordinator.config import FederationConfig
-from coordinator.db.models import BeaconContribution, Federation, Participant
-from coordinator.errors import ProblemError
-from coordinator.rounds import beacons, store
-from crypto.beacon_mix import (
+from secfpp.coordinator.db.models import BeaconContribution, Federation, Participant
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds import beacons, store
+from secfpp.crypto.beacon_mix import (
     BAD_REVEAL,
     NOT_REVEALED,
     Contribution,

@@ -11,10 +11,10 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from coordinator.db.models import Federation
-from coordinator.errors import ProblemError
-from coordinator.rounds import lifecycle, service, store
-from coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.db.models import Federation
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds import lifecycle, service, store
+from secfpp.coordinator.rounds.machine import TERMINAL, Stage
 
 __all__ = ["abort", "pause", "resume"]
 

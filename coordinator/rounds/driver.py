@@ -62,12 +62,12 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from coordinator.config import FederationConfig
-from coordinator.db.errors import is_database_unavailable
-from coordinator.db.models import CodedResult, Federation, Round
-from coordinator.metrics import Metrics
-from coordinator.rounds import store
-from coordinator.rounds.machine import (
+from secfpp.coordinator.db.errors import is_database_unavailable
+from secfpp.coordinator.db.models import CodedResult, Federation, Round
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.metrics import Metrics
+from secfpp.coordinator.rounds import store
+from secfpp.coordinator.rounds.machine import (
     TERMINAL,
     UPLOAD_STAGES,
     Stage,
@@ -77,8 +77,8 @@ from coordinator.rounds.machine import (
     is_valid_transition,
     stage_threshold,
 )
-from coordinator.rounds.probes import probe_salt_of
-from coordinator.rounds.protocol import (
+from secfpp.coordinator.rounds.probes import probe_salt_of
+from secfpp.coordinator.rounds.protocol import (
     Outcome,
     close_sharing,
     close_stage,
@@ -86,8 +86,8 @@ from coordinator.rounds.protocol import (
     publish,
     run_clustering,
 )
-from coordinator.rounds.state import RoundState
-from crypto.rng import RandomSource, SystemRandom
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.crypto.rng import RandomSource, SystemRandom
 
 __all__ = [
     "Clock",

@@ -14,14 +14,14 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from coordinator.db.models import (
+from secfpp.coordinator.db.models import (
     CodedResult,
     LedgerRefusal,
     Round,
     RoundEvent,
     ShareEnvelope,
 )
-from coordinator.rounds.machine import Stage
+from secfpp.coordinator.rounds.machine import Stage
 
 __all__ = [
     "events_by_round",

@@ -24,9 +24,9 @@ from typing import Final
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from coordinator.db.models import Federation
-from coordinator.errors import ProblemError
-from coordinator.rounds.store import rowcount
+from secfpp.coordinator.db.models import Federation
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds.store import rowcount
 
 __all__ = [
     "ABORTED",

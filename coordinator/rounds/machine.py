@@ -28,10 +28,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
-from crypto.params import CryptoParams
+from secfpp.crypto.params import CryptoParams
 
 if TYPE_CHECKING:
-    from coordinator.rounds.state import RoundState
+    from secfpp.coordinator.rounds.state import RoundState
 
 __all__ = [
     "TERMINAL",

@@ -10,8 +10,8 @@ Participants recompute every probe and refuse one that differs (``probe_not_draw
 
 from __future__ import annotations
 
-from coordinator.rounds.state import RoundState
-from crypto.refset_rules import probe_salt
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.crypto.refset_rules import probe_salt
 
 __all__ = ["probe_beacon", "probe_salt_of"]
 

@@ -22,18 +22,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.config import FederationConfig
-from coordinator.rounds.machine import Stage, next_stage
-from coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
-from crypto.aggregation import decode_cluster_mean
-from crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
-from crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
-from crypto.errors import DecodeError
-from crypto.lcc import Decoded
-from crypto.refset_rules import effective_minimum
-from crypto.rng import RandomSource
-from crypto.secpc import decode_distances
-from crypto.wire import unpack_field_matrix, unpack_field_vector
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds.machine import Stage, next_stage
+from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
+from secfpp.crypto.aggregation import decode_cluster_mean
+from secfpp.crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
+from secfpp.crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
+from secfpp.crypto.errors import DecodeError
+from secfpp.crypto.lcc import Decoded
+from secfpp.crypto.refset_rules import effective_minimum
+from secfpp.crypto.rng import RandomSource
+from secfpp.crypto.secpc import decode_distances
+from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
 
 log = logging.getLogger(__name__)
 

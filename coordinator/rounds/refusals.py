@@ -33,17 +33,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from coordinator.api.models import UploadReceipt
-from coordinator.config import FederationConfig
-from coordinator.db.models import CodedResult, Participant, Round, RoundEvent
-from coordinator.errors import ProblemError
-from coordinator.rounds import store
-from coordinator.rounds.driver import stage_deadline
-from coordinator.rounds.machine import UPLOAD_STAGES, Stage
-from coordinator.rounds.probes import probe_salt_of
-from coordinator.rounds.protocol import close_sharing
-from coordinator.rounds.state import RoundState
-from coordinator.rounds.uploads import _check_member, open_round
+from secfpp.coordinator.api.schemas.federations import UploadReceipt
+from secfpp.coordinator.db.models import CodedResult, Participant, Round, RoundEvent
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds import store
+from secfpp.coordinator.rounds.driver import stage_deadline
+from secfpp.coordinator.rounds.machine import UPLOAD_STAGES, Stage
+from secfpp.coordinator.rounds.probes import probe_salt_of
+from secfpp.coordinator.rounds.protocol import close_sharing
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.coordinator.rounds.uploads import _check_member, open_round
 
 __all__ = [
     "accusation_quorum",

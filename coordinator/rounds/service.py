@@ -19,19 +19,19 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from coordinator.config import FederationConfig
-from coordinator.db.models import Federation, Participant, Round
-from coordinator.errors import ProblemError
-from coordinator.prompts import initial_prompt
-from coordinator.rounds import beacons, contributions, history, lifecycle, store
-from coordinator.rounds.driver import stage_deadline
-from coordinator.rounds.machine import TERMINAL, Stage
-from coordinator.rounds.protocol import ClusterRow, planned_releases
-from coordinator.rounds.state import RoundState
-from crypto.clustering import Membership
-from crypto.committee import round_committee
-from crypto.dp import check_budget
-from crypto.errors import PrivacyBudgetError
+from secfpp.coordinator.db.models import Federation, Participant, Round
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds import beacons, contributions, history, lifecycle, store
+from secfpp.coordinator.rounds.driver import stage_deadline
+from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.prompts import initial_prompt
+from secfpp.coordinator.rounds.protocol import ClusterRow, planned_releases
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.committee import round_committee
+from secfpp.crypto.dp import check_budget
+from secfpp.crypto.errors import PrivacyBudgetError
 
 __all__ = ["abort_round", "get_round", "start_round"]
 

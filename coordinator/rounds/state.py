@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from crypto.clustering import Membership, Merge, Split, StepResult
-from crypto.committee import committee_binding
-from crypto.secpc import ReferenceSets
+from secfpp.crypto.clustering import Membership, Merge, Split, StepResult
+from secfpp.crypto.committee import committee_binding
+from secfpp.crypto.secpc import ReferenceSets
 
 __all__ = ["RoundState", "refs_from_dict", "refs_to_dict", "step_from_dict", "step_to_dict"]
 
@@ -80,7 +80,7 @@ class RoundState(BaseModel):
     dropped: dict[str, str] = {}
     """Participant index -> the stage it missed (or refused); out for the round."""
     committee: list[int] | None = None
-    """Committee rounds (``crypto.committee_size`` below N): the sorted members drawn from
+    """Committee rounds (``secfpp.crypto.committee_size`` below N): the sorted members drawn from
     ``participants`` (the roster) and ``beacon``; member ``k`` holds the codes' point
     ``alpha_k``. None: all-to-all, every participant holds ``alpha_index``."""
     beacon: str | None = None

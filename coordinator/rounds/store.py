@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from sqlalchemy import CursorResult, Result, func, select, update
 from sqlalchemy.orm import Session, defer
 
-from coordinator.db.models import (
+from secfpp.coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
     PrivacyLedgerEntry,
@@ -26,10 +26,10 @@ from coordinator.db.models import (
     RoundEvent,
     ShareEnvelope,
 )
-from coordinator.prompts import decode_prompt, encode_prompt
-from coordinator.rounds.machine import TERMINAL, Stage
-from coordinator.rounds.protocol import ClusterRow
-from crypto.dp import LedgerRecord
+from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.prompts import decode_prompt, encode_prompt
+from secfpp.coordinator.rounds.protocol import ClusterRow
+from secfpp.crypto.dp import LedgerRecord
 
 __all__ = [
     "active_round_ids",

@@ -44,9 +44,9 @@ from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.orm import Session
 
-from coordinator.db.models import ShareEnvelope
-from coordinator.rounds import store
-from coordinator.rounds.machine import Stage
+from secfpp.coordinator.db.models import ShareEnvelope
+from secfpp.coordinator.rounds import store
+from secfpp.coordinator.rounds.machine import Stage
 
 __all__ = [
     "STAGE_CLOSED_SQLSTATE",

@@ -21,17 +21,17 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from coordinator.api.models import UploadReceipt
-from coordinator.config import FederationConfig
-from coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
-from coordinator.errors import ProblemError, from_crypto_error
-from coordinator.rounds import store, store_envelopes
-from coordinator.rounds.machine import Stage
-from coordinator.rounds.state import RoundState
-from coordinator.rounds.views import envelope_specs
-from crypto.errors import WireFormatError
-from crypto.refusal import aggregation_request_digest, distance_request_digest
-from crypto.wire import unpack_field_matrix, unpack_field_vector
+from secfpp.coordinator.api.schemas.federations import UploadReceipt
+from secfpp.coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
+from secfpp.coordinator.errors import ProblemError, from_crypto_error
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds import store, store_envelopes
+from secfpp.coordinator.rounds.machine import Stage
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.coordinator.rounds.views import envelope_specs
+from secfpp.crypto.errors import WireFormatError
+from secfpp.crypto.refusal import aggregation_request_digest, distance_request_digest
+from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
 
 __all__ = ["Envelope", "SealedEnvelope", "accept_result", "accept_shares", "open_round"]
 

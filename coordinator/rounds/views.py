@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
-from coordinator.api.models import (
+from secfpp.coordinator.api.schemas.federations import (
     AggregationTask,
     ClusterSet,
     CommitteeOut,
@@ -31,8 +31,7 @@ from coordinator.api.models import (
     Task,
     b64,
 )
-from coordinator.config import FederationConfig
-from coordinator.db.models import (
+from secfpp.coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
     Federation,
@@ -41,16 +40,17 @@ from coordinator.db.models import (
     RoundEvent,
     ShareEnvelope,
 )
-from coordinator.errors import ProblemError
-from coordinator.rounds import beacons, store, store_envelopes
-from coordinator.rounds.machine import Stage
-from coordinator.rounds.participant_metrics import round_metrics
-from coordinator.rounds.probes import probe_beacon
-from coordinator.rounds.state import RoundState
-from crypto.clustering import Membership
-from crypto.rerandomize import output_bound
-from crypto.transport import ENVELOPE_OVERHEAD
-from crypto.wire import element_width
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds import beacons, store, store_envelopes
+from secfpp.coordinator.rounds.machine import Stage
+from secfpp.coordinator.rounds.participant_metrics import round_metrics
+from secfpp.coordinator.rounds.probes import probe_beacon
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.rerandomize import output_bound
+from secfpp.crypto.transport import ENVELOPE_OVERHEAD
+from secfpp.crypto.wire import element_width
 
 __all__ = [
     "CONTEXT_STAGES",
@@ -218,7 +218,7 @@ def federation_status(session: Session, federation_id: str) -> FederationStatus:
 
 
 def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
-    """The participant's current task (see :class:`~coordinator.api.models.Task`).
+    """The participant's current task (see :class:`~coordinator.api.schemas.federations.Task`).
 
     ``peers`` (every participant's key, O(N) per answer) is filled only when the action
     needs keys (``share``, ``compute_distances``, ``compute_sums``) or there is no round

@@ -14,23 +14,23 @@
   that recompute the epsilon spent and enforce the budget.
 """
 
-from crypto.dp.accounting import (
+from secfpp.crypto.dp.accounting import (
     calibrate_noise_multiplier,
     compose_epsilon,
     discrete_gaussian_rho,
     epsilon_for,
     gaussian_epsilon_closed_form,
 )
-from crypto.dp.discrete import discrete_gaussian
-from crypto.dp.distributed import DistributedNoise
-from crypto.dp.ledger import (
+from secfpp.crypto.dp.discrete import discrete_gaussian
+from secfpp.crypto.dp.distributed import DistributedNoise
+from secfpp.crypto.dp.ledger import (
     LedgerRecord,
     check_budget,
     epsilon_by_participant,
     epsilon_spent,
     would_exceed_budget,
 )
-from crypto.dp.mechanisms import (
+from secfpp.crypto.dp.mechanisms import (
     clip_entries,
     clip_l2,
     discrete_gaussian_mechanism,

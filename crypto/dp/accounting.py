@@ -40,7 +40,7 @@ from typing import Literal
 import dp_accounting
 from scipy import optimize, special
 
-from crypto.errors import ParameterError
+from secfpp.crypto.errors import ParameterError
 
 __all__ = [
     "PLD_DISCRETIZATION",

@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.errors import ParameterError
-from crypto.rng import RandomSource
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import RandomSource
 
 __all__ = [
     "MAX_SIGMA2",
@@ -200,7 +200,7 @@ def _bernoulli_exp_neg(num: ObjectArray, den: ObjectArray, rng: RandomSource) ->
 def bernoulli_exp_neg(gamma: Fraction | int, size: int, *, rng: RandomSource) -> NDArray[np.bool_]:
     """``size`` independent draws of ``Bernoulli(exp(-gamma))``, ``gamma >= 0`` rational.
 
-    >>> from crypto.rng import DeterministicRandom
+    >>> from secfpp.crypto.rng import DeterministicRandom
     >>> bernoulli_exp_neg(Fraction(0), 3, rng=DeterministicRandom(0)).tolist()
     [True, True, True]
     """
@@ -243,7 +243,7 @@ def discrete_laplace(t: int, shape: Shape, *, rng: RandomSource) -> NDArray[np.i
 
     ``t`` is the integer scale (``1 <= t <= 2^41``); the result is int64 of ``shape``.
 
-    >>> from crypto.rng import DeterministicRandom
+    >>> from secfpp.crypto.rng import DeterministicRandom
     >>> discrete_laplace(3, (2, 2), rng=DeterministicRandom(0)).shape
     (2, 2)
     """
@@ -268,7 +268,7 @@ def discrete_gaussian(
         int64 array of ``shape``. Its variance is just below ``sigma2`` (exactly
         :func:`discrete_gaussian_variance`; within ``1e-8`` relative for ``sigma2 >= 1``).
 
-    >>> from crypto.rng import DeterministicRandom
+    >>> from secfpp.crypto.rng import DeterministicRandom
     >>> a = discrete_gaussian(Fraction(9, 4), 5, rng=DeterministicRandom(1))
     >>> b = discrete_gaussian(Fraction(9, 4), 5, rng=DeterministicRandom(1))
     >>> a.dtype, bool((a == b).all())

@@ -51,13 +51,13 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.dp.accounting import discrete_gaussian_rho
-from crypto.dp.discrete import MAX_SIGMA2, discrete_gaussian
-from crypto.dp.ledger import LedgerRecord, ParticipantId
-from crypto.dp.mechanisms import MIN_SHARE_SIGMA, lattice_sigma2
-from crypto.errors import ParameterError
-from crypto.params import CryptoParams, FieldSpec
-from crypto.rng import RandomSource
+from secfpp.crypto.dp.accounting import discrete_gaussian_rho
+from secfpp.crypto.dp.discrete import MAX_SIGMA2, discrete_gaussian
+from secfpp.crypto.dp.ledger import LedgerRecord, ParticipantId
+from secfpp.crypto.dp.mechanisms import MIN_SHARE_SIGMA, lattice_sigma2
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.params import CryptoParams, FieldSpec
+from secfpp.crypto.rng import RandomSource
 
 __all__ = ["NOISE_TAIL", "DistributedNoise", "distributed_bits", "with_distributed_headroom"]
 

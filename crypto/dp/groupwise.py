@@ -48,9 +48,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize
 
-from crypto.dp.accounting import gaussian_epsilon_closed_form
-from crypto.errors import ParameterError
-from crypto.rng import RandomSource
+from secfpp.crypto.dp.accounting import gaussian_epsilon_closed_form
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import RandomSource
 
 __all__ = [
     "GroupwiseNoise",

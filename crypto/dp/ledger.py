@@ -36,14 +36,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
-from crypto.dp.accounting import (
+from secfpp.crypto.dp.accounting import (
     AccountingMethod,
     GaussianReleases,
     ZcdpReleases,
     compose_epsilon,
     discrete_gaussian_rho,
 )
-from crypto.errors import ParameterError, PrivacyBudgetError
+from secfpp.crypto.errors import ParameterError, PrivacyBudgetError
 
 __all__ = [
     "LedgerRecord",

@@ -50,9 +50,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.dp.discrete import MAX_SIGMA2, discrete_gaussian
-from crypto.errors import ParameterError
-from crypto.rng import RandomSource
+from secfpp.crypto.dp.discrete import MAX_SIGMA2, discrete_gaussian
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import RandomSource
 
 __all__ = [
     "MIN_SHARE_SIGMA",
@@ -158,7 +158,7 @@ def gaussian_mechanism(
     training, :func:`ldp_noisy_gradient`); anything released or shared gets
     :func:`discrete_gaussian_mechanism` on its quantization grid.
 
-    >>> from crypto.rng import DeterministicRandom
+    >>> from secfpp.crypto.rng import DeterministicRandom
     >>> gaussian_mechanism(np.zeros((2, 3)), sigma=1.0, rng=DeterministicRandom(0)).shape
     (2, 3)
     """
@@ -232,7 +232,7 @@ def discrete_gaussian_mechanism(
     sensitivity ``Delta`` the release is ``Delta^2 / (2 sigma2)``-zCDP (CKS 2020,
     Theorem 4); the ledger's ``"discrete_gaussian"`` records account it.
 
-    >>> from crypto.rng import DeterministicRandom
+    >>> from secfpp.crypto.rng import DeterministicRandom
     >>> value = np.zeros(3, np.int64)
     >>> discrete_gaussian_mechanism(value, sigma2=4, rng=DeterministicRandom(0)).dtype
     dtype('int64')
@@ -269,7 +269,7 @@ def distributed_noise_share(
     The noise must fit the field's overflow bound (DESIGN.md section 2);
     :class:`crypto.dp.distributed.DistributedNoise` budgets it.
 
-    >>> from crypto.rng import DeterministicRandom
+    >>> from secfpp.crypto.rng import DeterministicRandom
     >>> share = distributed_noise_share(
     ...     (16, 512), sigma_total=0.5, n_contributors=4, scale=2**16, rng=DeterministicRandom(0)
     ... )

@@ -1,6 +1,6 @@
 """Frozen CLIP backbones that work offline: the shipped ``tiny-offline`` model, zero-shot tools."""
 
-from participant.backbones.offline import (
+from secfpp.participant.backbones.offline import (
     MODEL_CONFIG_DIR,
     OFFLINE_MODELS,
     TINY_OFFLINE,

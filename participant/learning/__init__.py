@@ -18,8 +18,8 @@ Typical use by the daemon::
     held_out = strategy.evaluate(test_f.features, test_f.labels)
 """
 
-from participant.learning.backbone import Backbone, TextTower, load_backbone
-from participant.learning.data import (
+from secfpp.participant.learning.backbone import Backbone, TextTower, load_backbone
+from secfpp.participant.learning.data import (
     ImageDataset,
     Sample,
     load_dataset,
@@ -28,24 +28,24 @@ from participant.learning.data import (
     read_image_folder,
     split_dataset,
 )
-from participant.learning.errors import (
+from secfpp.participant.learning.errors import (
     BackboneLoadError,
     DatasetError,
     LearningConfigError,
     LearningError,
 )
-from participant.learning.evaluation import accuracy
-from participant.learning.features import FeatureCache, FeatureSet, compute_features
-from participant.learning.prompt_learner import PromptLearner
-from participant.learning.reduction import (
+from secfpp.participant.learning.evaluation import accuracy
+from secfpp.participant.learning.features import FeatureCache, FeatureSet, compute_features
+from secfpp.participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.reduction import (
     JLReduction,
     Reduction,
     TokenPCAReduction,
     data_signal,
     get_reduction,
 )
-from participant.learning.runtime import autocast, configure_threads, resolve_device
-from participant.learning.strategies import (
+from secfpp.participant.learning.runtime import autocast, configure_threads, resolve_device
+from secfpp.participant.learning.strategies import (
     STRATEGIES,
     DpFplConfig,
     DpFplStrategy,

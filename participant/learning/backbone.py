@@ -26,9 +26,9 @@ import open_clip
 import torch
 from torch import nn
 
-from participant.learning.checkpoints import check_checkpoint_shapes
-from participant.learning.errors import BackboneLoadError
-from participant.learning.runtime import autocast, resolve_device
+from secfpp.participant.learning.checkpoints import check_checkpoint_shapes
+from secfpp.participant.learning.errors import BackboneLoadError
+from secfpp.participant.learning.runtime import autocast, resolve_device
 
 __all__ = ["Backbone", "TextTower", "load_backbone", "state_fingerprint"]
 
@@ -262,7 +262,7 @@ def _register_offline(model: str, pretrained: str | None) -> str | None:
     So ``--model tiny-offline`` works by name, as ``ViT-B-16`` would with real weights.
     """
     try:
-        from participant.backbones import (
+        from secfpp.participant.backbones import (
             TINY_OFFLINE,
             register_offline_models,
             tiny_offline_checkpoint_path,

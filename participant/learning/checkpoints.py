@@ -22,7 +22,7 @@ from typing import Any
 import open_clip
 import torch
 
-from participant.learning.errors import BackboneLoadError
+from secfpp.participant.learning.errors import BackboneLoadError
 
 __all__ = ["check_checkpoint_shapes", "checkpoint_shapes", "model_shapes"]
 

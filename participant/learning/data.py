@@ -28,7 +28,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 
-from participant.learning.errors import DatasetError, LearningConfigError
+from secfpp.participant.learning.errors import DatasetError, LearningConfigError
 
 __all__ = [
     "IMAGE_SUFFIXES",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from participant.learning.errors import LearningConfigError
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 __all__ = ["accuracy"]
 

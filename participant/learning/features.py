@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
-from participant.learning.backbone import Backbone
-from participant.learning.data import ImageDataset
-from participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.data import ImageDataset
+from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = [
     "FeatureCache",

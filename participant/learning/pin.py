@@ -13,8 +13,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from participant.learning.backbone import Backbone
-from participant.learning.errors import BackboneMismatchError
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import BackboneMismatchError
 
 __all__ = ["check_pin", "pinned_model"]
 

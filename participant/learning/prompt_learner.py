@@ -42,8 +42,8 @@ from numpy.typing import NDArray
 from open_clip.transformer import text_global_pool
 from torch import nn
 
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = ["PromptLearner"]
 

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import kl_div, log_softmax, softmax
 
-from participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = [
     "ResidualAdapter",

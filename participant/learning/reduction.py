@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = [
     "JLReduction",

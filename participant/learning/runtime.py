@@ -14,7 +14,7 @@ from typing import Literal
 
 import torch
 
-from participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = ["DeviceName", "autocast", "configure_threads", "resolve_device"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.signal_replay import _case, main, replay
-from crypto.clustering import ClusteringConfig
+from secfpp.crypto.clustering import ClusteringConfig
 
 DOMAINS = ["a", "a", "a", "b", "b", "b"]
 

@@ -28,13 +28,13 @@ import pytest
 from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 
-from coordinator.app import create_app
-from coordinator.settings import Settings
-from crypto.rng import DeterministicRandom
-from participant.client import CoordinatorClient, RetryPolicy
-from participant.engine import Engine, TrainOutput
-from participant.enrollment import enroll
-from participant.state import StateDir
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.engine import Engine, TrainOutput
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.state import StateDir
 
 ADMIN_TOKEN = "admin-secret-token"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

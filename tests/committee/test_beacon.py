@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import delete, update
 
-from coordinator.db.engine import make_engine
-from coordinator.db.models import RoundBeacon
-from crypto.committee import beacon_commitment
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.models import RoundBeacon
+from secfpp.crypto.committee import beacon_commitment
 
 
 def _opens(federation_id: str, number: int, beacon_hex: str, commitment_hex: str) -> bool:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from coordinator.rounds import beacons
-from crypto.committee import round_committee
+from secfpp.coordinator.rounds import beacons
+from secfpp.crypto.committee import round_committee
 
 N, C = 12, 7
 
@@ -122,7 +122,7 @@ def test_a_beacon_that_is_not_the_combination_is_refused(
     federation: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The coordinator announces its own pick (the contributions shown, untouched)."""
-    from coordinator.rounds import contributions
+    from secfpp.coordinator.rounds import contributions
 
     f = federation
     f.act()
@@ -151,8 +151,8 @@ def test_a_contribution_left_out_after_its_reveal_is_refused_by_its_owner(
 ) -> None:
     """The coordinator drops participant 4's acknowledged reveal (recomputing a consistent
     beacon and committee): 4 refuses; the others cannot tell and share."""
-    from coordinator.rounds import contributions
-    from crypto.beacon_mix import NOT_REVEALED, Contribution, combine_beacon
+    from secfpp.coordinator.rounds import contributions
+    from secfpp.crypto.beacon_mix import NOT_REVEALED, Contribution, combine_beacon
 
     f = federation
     f.act()

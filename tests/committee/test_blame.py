@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import participant.protocol as protocol
-from crypto.wire import pack_field_vector, unpack_field_vector
+import secfpp.participant.protocol as protocol
+from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 
 
 def test_an_inconsistent_sender_gets_its_recipient_rejected(

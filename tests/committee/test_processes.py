@@ -2,7 +2,7 @@
 sharing to a committee of 5, for three rounds (round 3's beacon combines every daemon's
 contribution, committed in round 1 and revealed in round 2, over HTTPS).
 
-The coordinator is ``python -m coordinator.cli serve`` over HTTPS (a generated CA and
+The coordinator is ``python -m secfpp.coordinator.cli serve`` over HTTPS (a generated CA and
 server certificate) on a fresh PostgreSQL database; each participant is the production
 daemon (``tests/faults/daemon.py``: :func:`participant.daemon.serve` with the stand-in
 trainer :class:`bench.loadsim.FixedTrainer`) in its own process, enrolled over HTTPS
@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
-from coordinator.tls import generate_certificates
-from crypto.committee import round_committee
-from crypto.rng import DeterministicRandom
-from participant.client import CoordinatorClient, RetryPolicy
-from participant.enrollment import enroll
-from participant.state import StateDir
+from secfpp.coordinator.tls import generate_certificates
+from secfpp.crypto.committee import round_committee
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMON = REPO / "tests" / "faults" / "daemon.py"

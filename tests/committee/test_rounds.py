@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from coordinator.db.engine import make_engine
-from coordinator.db.models import ShareEnvelope
-from crypto.committee import round_committee
-from crypto.params import CryptoParams
-from crypto.quantize import lift, quantize
-from crypto.wire import pack_field_vector, unpack_field_vector
-from participant.client import RequestRefusedError
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.models import ShareEnvelope
+from secfpp.crypto.committee import round_committee
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.quantize import lift, quantize
+from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
+from secfpp.participant.client import RequestRefusedError
 
 
 # -- exact references --------------------------------------------------------------------

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.db.engine import make_engine
-from coordinator.db.models import ShareEnvelope
-from coordinator.rounds import service
-from crypto.committee import (
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.models import ShareEnvelope
+from secfpp.coordinator.rounds import service
+from secfpp.crypto.committee import (
     CommitteeMismatchError,
     committee_size,
     committee_threshold,
     round_committee,
 )
-from crypto.params import CryptoParams
-from participant.protocol import round_committee as check_task
+from secfpp.crypto.params import CryptoParams
+from secfpp.participant.protocol import round_committee as check_task
 
 
 def _envelopes(db_url: str) -> int:

@@ -20,21 +20,21 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
-from coordinator.config import FederationConfig
-from coordinator.settings import Settings
-from crypto.aggregation import clip_update, member_sums, prepare_update
-from crypto.quantize import quantize
-from crypto.refset_rules import check_beacon_probes
-from crypto.refusal import (
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.aggregation import clip_update, member_sums, prepare_update
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.refset_rules import check_beacon_probes
+from secfpp.crypto.refusal import (
     aggregation_request_digest,
     check_aggregation_request,
     check_distance_request,
     distance_request_digest,
 )
-from crypto.rng import DeterministicRandom
-from crypto.secpc import ReferenceSets, coded_distances
-from crypto.transport import (
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import ReferenceSets, coded_distances
+from secfpp.crypto.transport import (
     ShareContext,
     generate_keypair,
     load_public_key,
@@ -42,7 +42,7 @@ from crypto.transport import (
     public_key_bytes,
     seal_share,
 )
-from crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
+from secfpp.crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
 
 ADMIN_TOKEN = "admin-secret-token"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -404,8 +404,8 @@ def snapshot(db_url: str) -> Iterator[Callable[[], dict[str, list[tuple[Any, ...
     """Every row of every table, read through a separate engine (to prove no change)."""
     from sqlalchemy import select
 
-    from coordinator.db.engine import make_engine
-    from coordinator.db.models import Base
+    from secfpp.coordinator.db.engine import make_engine
+    from secfpp.coordinator.db.models import Base
 
     engine = make_engine(db_url)
 
@@ -458,7 +458,7 @@ STORE_NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 @pytest.fixture
 def sessions(db_url: str) -> Iterator[Any]:
     """A session factory on a fresh engine for ``db_url`` (store-level tests, no app)."""
-    from coordinator.db.engine import make_engine, make_sessionmaker
+    from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 
     engine = make_engine(db_url)
     yield make_sessionmaker(engine)
@@ -470,8 +470,8 @@ def round_id(sessions: Any) -> str:
     """A federation with one round in ``sharing`` at version 1; the round's id."""
     import uuid
 
-    from coordinator.db.models import Federation, Round
-    from coordinator.rounds.machine import Stage
+    from secfpp.coordinator.db.models import Federation, Round
+    from secfpp.coordinator.rounds.machine import Stage
 
     with sessions() as s:
         fed = Federation(id=str(uuid.uuid4()), name="f", config={}, created_at=STORE_NOW)

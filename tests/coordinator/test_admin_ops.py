@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
-from coordinator.settings import Settings
-from crypto.dp import epsilon_for
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.dp import epsilon_for
 from tests.coordinator.conftest import federation_request
 
 ADMIN = {"Authorization": "Bearer admin-secret-token"}

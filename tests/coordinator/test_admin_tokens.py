@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
+from secfpp.coordinator.app import create_app
 from tests.coordinator.conftest import ADMIN, make_settings
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.api.body import UNAUTHENTICATED_MAX_BODY
-from coordinator.app import create_app
+from secfpp.coordinator.api.body import UNAUTHENTICATED_MAX_BODY
+from secfpp.coordinator.app import create_app
 from tests.coordinator.conftest import ADMIN, make_settings
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

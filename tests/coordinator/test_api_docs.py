@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
-from coordinator.errors import PROBLEMS
-from coordinator.settings import Settings
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.errors import PROBLEMS
+from secfpp.coordinator.settings import Settings
 
 PROBLEM_REF = "#/components/schemas/Problem"
 
@@ -207,7 +207,7 @@ def test_swagger_oauth2_redirect_is_served(client: TestClient) -> None:
 
 
 def test_assets_are_files_of_an_installed_package() -> None:
-    from coordinator.api.docs import ASSETS_DIR
+    from secfpp.coordinator.api.docs import ASSETS_DIR
 
     for name in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js"):
         assert (Path(ASSETS_DIR) / name).stat().st_size > 10_000

@@ -17,12 +17,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.db.models import Federation, Round, RoundEvent
-from coordinator.metrics import Metrics
-from coordinator.rounds import autopilot
-from coordinator.rounds.driver import RoundDriver
-from crypto.dp import epsilon_for
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.db.models import Federation, Round, RoundEvent
+from secfpp.coordinator.metrics import Metrics
+from secfpp.coordinator.rounds import autopilot
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.crypto.dp import epsilon_for
 from tests.coordinator.conftest import ADMIN, FakeClock, FederationHarness
 
 ENDED = ("published", "failed", "aborted")
@@ -232,7 +232,7 @@ def test_two_autopilots_at_once_start_exactly_one_round(db_url: str) -> None:
 
 
 def _app(db_url: str) -> Any:
-    from coordinator.app import create_app
+    from secfpp.coordinator.app import create_app
     from tests.coordinator.conftest import make_settings
 
     return create_app(make_settings(db_url, tick_interval_s=3600))

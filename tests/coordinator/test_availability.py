@@ -21,11 +21,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import exc, text
 
-from coordinator.app import create_app
-from coordinator.db.engine import DatabaseLimits, make_engine
-from coordinator.db.errors import is_database_unavailable
-from coordinator.db.migrate import current_revision, head_revision, upgrade
-from coordinator.settings import Settings
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
+from secfpp.coordinator.db.errors import is_database_unavailable
+from secfpp.coordinator.db.migrate import current_revision, head_revision, upgrade
+from secfpp.coordinator.settings import Settings
 from tests.threads import run_in_threads
 
 ADMIN_TOKEN = "admin-secret-token"

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crypto.wire import pack_field_vector
+from secfpp.crypto.wire import pack_field_vector
 
 ADMIN = {"Authorization": "Bearer admin-secret-token"}
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from crypto.errors import WireFormatError
-from crypto.wire import pack_envelopes, pack_inbox, unpack_envelopes, unpack_inbox
+from secfpp.crypto.errors import WireFormatError
+from secfpp.crypto.wire import pack_envelopes, pack_inbox, unpack_envelopes, unpack_inbox
 
 OCTETS = {"Content-Type": "application/octet-stream"}
 SHARES = "/v1/participants/me/rounds/{number}/shares"
@@ -116,7 +116,7 @@ def test_a_binary_upload_stores_what_the_json_upload_stores(
 def _envelope_rows(h: Any, sender: int) -> list[Any]:
     from sqlalchemy import select
 
-    from coordinator.db.models import ShareEnvelope
+    from secfpp.coordinator.db.models import ShareEnvelope
 
     with h.client.app.state.sessions() as session:
         return list(

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.api import body as body_module
-from coordinator.api.body import (
+from secfpp.coordinator.api import body as body_module
+from secfpp.coordinator.api.body import (
     UNAUTHENTICATED_MAX_BODY,
     BodyBudget,
     GuardedRoute,
     structural_count,
 )
-from coordinator.app import create_app
-from coordinator.errors import ProblemError
-from coordinator.limits import MAX_JSON_TOKENS
+from secfpp.coordinator.api.limits import MAX_JSON_TOKENS
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.errors import ProblemError
 from tests.coordinator.conftest import ADMIN, FakeClock, make_settings
 
 CHUNK = 64 * 1024

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator import limits
-from coordinator.api.body import inspect_body, json_depth
-from coordinator.api.params import (
+from secfpp.coordinator.api import limits
+from secfpp.coordinator.api.body import inspect_body, json_depth
+from secfpp.coordinator.api.params import (
     FEDERATION_CURSOR_PATTERN,
     ID_PATTERN,
     INT_CURSOR_PATTERN,
@@ -22,7 +22,7 @@ from coordinator.api.params import (
     read_federation_cursor,
     read_int_cursor,
 )
-from coordinator.errors import ProblemError
+from secfpp.coordinator.errors import ProblemError
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from coordinator.db.models import Round
+from secfpp.coordinator.db.models import Round
 
 
 def _race(apps: list[TestClient], round_id: str, threads_per_app: int = 3) -> None:

@@ -1,7 +1,7 @@
 """Crash and resume: the coordinator is killed mid-stage and restarted on the same
 database; the round completes with the same result as an uninterrupted run.
 
-The SIGKILL test runs a real ``uvicorn`` process (``python -m coordinator.cli serve``)
+The SIGKILL test runs a real ``uvicorn`` process (``python -m secfpp.coordinator.cli serve``)
 on PostgreSQL and kills it half-way through the uploads of every stage of two rounds.
 The clustering stage has no uploads, so its crash is simulated in-process: the decode
 raises right after ``distances -> clustering`` committed, and a fresh app resumes.
@@ -20,9 +20,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from coordinator.app import create_app
-from coordinator.db.models import Round
-from coordinator.settings import Settings
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.db.models import Round
+from secfpp.coordinator.settings import Settings
 
 LONG = {"sharing_s": 600, "distances_s": 600, "aggregation_s": 600}
 ADMIN_TOKEN = "admin-secret-token"
@@ -81,7 +81,7 @@ def test_sigkill_in_every_stage_then_resume(server: Any, make_harness: Any) -> N
 def test_crash_in_the_clustering_stage_resumes(
     db_url: str, clock: Any, make_harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coordinator.rounds import driver
+    from secfpp.coordinator.rounds import driver
 
     settings = Settings(database_url=db_url, admin_token=ADMIN_TOKEN, tick_interval_s=60)
     real = driver.run_clustering

@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.app import create_app
-from coordinator.rounds.driver import RoundDriver, effective_deadline
-from coordinator.settings import Settings
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.rounds.driver import RoundDriver, effective_deadline
+from secfpp.coordinator.settings import Settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -102,7 +102,7 @@ def test_a_flapping_database_gives_one_pair_of_warnings(
     the grace runs from the first answer after the last failure."""
     driver = RoundDriver(sessions=None, clock=clock, metrics=None, grace_s=60)  # type: ignore[arg-type]
     start = driver.resumed_at
-    with caplog.at_level("WARNING", logger="coordinator.rounds.driver"):
+    with caplog.at_level("WARNING", logger="secfpp.coordinator.rounds.driver"):
         driver.note_outage()
         for _ in range(20):  # a 5-minute outage in which the database answers now and then
             clock.advance(7)
@@ -125,7 +125,7 @@ def test_a_flapping_database_gives_one_pair_of_warnings(
     assert driver.resumed_at - start == timedelta(seconds=302)
     assert not driver._outage
     caplog.clear()
-    with caplog.at_level("WARNING", logger="coordinator.rounds.driver"):
+    with caplog.at_level("WARNING", logger="secfpp.coordinator.rounds.driver"):
         clock.advance(100)
         driver.note_outage()  # a new outage after a settled recovery is a new episode
     assert next(r.getMessage() for r in caplog.records).startswith("database unavailable")
@@ -167,7 +167,7 @@ def test_passes_over_one_round_are_single_flight(
 def _round_id(client: TestClient, number: int) -> str:
     from sqlalchemy import select
 
-    from coordinator.db.models import Round
+    from secfpp.coordinator.db.models import Round
 
     with client.app.state.sessions() as session:  # type: ignore[attr-defined]
         return str(session.scalar(select(Round.id).where(Round.number == number)))

@@ -12,10 +12,14 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import sessionmaker
 
-from coordinator.config import FederationCreate
-from coordinator.db.engine import DatabaseLimits, make_engine
-from coordinator.federations import create_federation, enroll, issue_enrollment_tokens
-from crypto.transport import generate_keypair, public_key_bytes
+from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.coordinator.federations.service import (
+    create_federation,
+    enroll,
+    issue_enrollment_tokens,
+)
+from secfpp.crypto.transport import generate_keypair, public_key_bytes
 from tests.coordinator.conftest import federation_request
 from tests.threads import run_in_threads
 

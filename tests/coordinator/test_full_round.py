@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from crypto.clustering import Membership
-from crypto.quantize import dequantize, quantize
-from crypto.refset_rules import probe_salt
-from crypto.secpc import plaintext_distances
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.quantize import dequantize, quantize
+from secfpp.crypto.refset_rules import probe_salt
+from secfpp.crypto.secpc import plaintext_distances
 
 
 def test_three_rounds_find_two_groups_and_aggregate_per_cluster(

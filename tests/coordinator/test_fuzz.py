@@ -34,9 +34,9 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import checks as st_checks
 from schemathesis.generation import GenerationMode
 
-from coordinator.app import create_app
-from crypto.rng import DeterministicRandom
-from crypto.transport import generate_keypair, public_key_bytes
+from secfpp.coordinator.app import create_app
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.transport import generate_keypair, public_key_bytes
 from tests.conftest import free_port
 from tests.coordinator.conftest import ADMIN, make_settings
 

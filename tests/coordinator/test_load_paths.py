@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from coordinator.api.body import json_depth
-from coordinator.api.deps import release
-from coordinator.app import create_app
-from coordinator.config import FederationConfig
-from coordinator.db.models import Federation, Participant, Round
-from coordinator.rounds.driver import RoundDriver
-from coordinator.settings import Settings
+from secfpp.coordinator.api.body import json_depth
+from secfpp.coordinator.api.deps import release
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.db.models import Federation, Participant, Round
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.settings import Settings
 
 
 def _settings(db_url: str, **overrides: Any) -> Settings:

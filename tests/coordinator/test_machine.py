@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from coordinator.rounds.machine import (
+from secfpp.coordinator.rounds.machine import (
     TERMINAL,
     TRANSITIONS,
     Stage,
@@ -17,7 +17,7 @@ from coordinator.rounds.machine import (
     next_stage,
     stage_threshold,
 )
-from crypto.params import CryptoParams
+from secfpp.crypto.params import CryptoParams
 
 T0 = datetime(2026, 11, 22, tzinfo=UTC)
 DEADLINE = T0 + timedelta(minutes=5)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.rounds import participant_metrics
+from secfpp.coordinator.rounds import participant_metrics
 
 ADMIN = {"Authorization": "Bearer admin-secret-token"}
 

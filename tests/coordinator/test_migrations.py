@@ -6,9 +6,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from coordinator.db.engine import make_engine
-from coordinator.db.migrate import current_revision, downgrade, head_revision, upgrade
-from coordinator.db.models import Base
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.migrate import current_revision, downgrade, head_revision, upgrade
+from secfpp.coordinator.db.models import Base
 
 TABLES = {
     "federations",

@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.app import create_app
-from coordinator.ratelimit import GcraLimiter, RateLimit, client_key
-from coordinator.settings import Settings
-from crypto.errors import ParameterError
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.auth.ratelimit import GcraLimiter, RateLimit, client_key
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.errors import ParameterError
 from tests.coordinator.conftest import ADMIN, FakeClock, make_settings
 
 # -- the limiter ----------------------------------------------------------------------------

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.api.availability import disk_problem
-from coordinator.app import create_app
-from coordinator.settings import Settings
+from secfpp.coordinator.api.availability import disk_problem
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.settings import Settings
 from tests.coordinator.conftest import ADMIN, federation_request
 
 ADMIN_TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")

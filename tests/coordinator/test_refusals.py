@@ -20,16 +20,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.loadsim import FixedTrainer, group_of
-from coordinator.app import create_app
-from coordinator.config import FederationCreate
-from coordinator.rounds.refusals import accusation_quorum, convicted_senders
-from coordinator.settings import Settings
-from crypto.rng import DeterministicRandom
-from crypto.transport import generate_keypair, private_key_bytes
-from participant.client import CoordinatorClient
-from participant.engine import Engine
-from participant.enrollment import enroll
-from participant.state import StateDir
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.coordinator.rounds.refusals import accusation_quorum, convicted_senders
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.transport import generate_keypair, private_key_bytes
+from secfpp.participant.client import CoordinatorClient
+from secfpp.participant.engine import Engine
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.state import StateDir
 
 ADMIN = {"Authorization": "Bearer admin-token"}
 N, N_CTX, DIM, R = 8, 4, 8, 16

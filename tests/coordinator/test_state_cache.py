@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.db.models import Round
-from coordinator.rounds import store, views
-from coordinator.rounds.machine import Stage
-from coordinator.rounds.state import RoundState
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.db.models import Round
+from secfpp.coordinator.rounds import store, views
+from secfpp.coordinator.rounds.machine import Stage
+from secfpp.coordinator.rounds.state import RoundState
 from tests.coordinator.conftest import FederationHarness
 
 

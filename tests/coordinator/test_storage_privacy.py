@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
-from coordinator.db.engine import make_engine
-from coordinator.db.models import Base
-from crypto.wire import element_width, pack_field_vector, unpack_field_vector
+from secfpp.coordinator.db.engine import make_engine
+from secfpp.coordinator.db.models import Base
+from secfpp.crypto.wire import element_width, pack_field_vector, unpack_field_vector
 
 
 def _stored_blobs(db_url: str) -> list[bytes]:

@@ -7,9 +7,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from coordinator.db.models import Round, RoundEvent
-from coordinator.rounds import store
-from coordinator.rounds.machine import Stage
+from secfpp.coordinator.db.models import Round, RoundEvent
+from secfpp.coordinator.rounds import store
+from secfpp.coordinator.rounds.machine import Stage
 from tests.coordinator.conftest import STORE_NOW as NOW
 
 

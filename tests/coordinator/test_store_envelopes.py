@@ -13,12 +13,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.db.errors import is_database_unavailable
-from coordinator.db.models import Round, ShareEnvelope
-from coordinator.rounds import store, store_envelopes
-from coordinator.rounds.machine import Stage
-from crypto.rng import SystemRandom
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.db.errors import is_database_unavailable
+from secfpp.coordinator.db.models import Round, ShareEnvelope
+from secfpp.coordinator.rounds import store, store_envelopes
+from secfpp.coordinator.rounds.machine import Stage
+from secfpp.crypto.rng import SystemRandom
 from tests.coordinator.conftest import STORE_NOW as NOW
 
 

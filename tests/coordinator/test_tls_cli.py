@@ -12,8 +12,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from coordinator.cli import certs_main, main
-from coordinator.tls import generate_certificates
+from secfpp.coordinator.cli import certs_main, main
+from secfpp.coordinator.tls import generate_certificates
 
 
 def test_generated_server_certificate_verifies_against_the_ca(tmp_path: Path) -> None:
@@ -42,8 +42,8 @@ def test_certs_command_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_serve_refuses_plain_http_without_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    from coordinator.cli import serve_main
-    from coordinator.settings import get_settings
+    from secfpp.coordinator.cli import serve_main
+    from secfpp.coordinator.settings import get_settings
 
     monkeypatch.delenv("SECFPP_TLS_CERTFILE", raising=False)
     monkeypatch.delenv("SECFPP_TLS_KEYFILE", raising=False)

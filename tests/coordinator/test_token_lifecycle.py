@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.tokens import hash_token
-from crypto.rng import DeterministicRandom
-from crypto.transport import generate_keypair, public_key_bytes
+from secfpp.coordinator.auth.tokens import hash_token
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.transport import generate_keypair, public_key_bytes
 from tests.coordinator.conftest import ADMIN, federation_request
 
 # Rounds without a distance stage (every round is a warmup round): these tests are about

@@ -7,18 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.aggregation import clip_update, decode_cluster_mean, member_sums, prepare_update
-from crypto.errors import ParameterError, RefusalError
-from crypto.field import PrimeField
-from crypto.params import CryptoParams
-from crypto.refusal import (
+from secfpp.crypto.aggregation import clip_update, decode_cluster_mean, member_sums, prepare_update
+from secfpp.crypto.errors import ParameterError, RefusalError
+from secfpp.crypto.field import PrimeField
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.refusal import (
     check_aggregation_request,
     check_distance_request,
     check_same_request,
     request_digest,
 )
-from crypto.rng import DeterministicRandom
-from crypto.secpc import ReferenceSets
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import ReferenceSets
 
 
 def test_cluster_means_equal_plaintext_means() -> None:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from crypto.aggregation import (
+from secfpp.crypto.aggregation import (
     clip_update,
     decode_cluster_mean,
     decode_cluster_sum,
@@ -27,11 +27,11 @@ from crypto.aggregation import (
     quantize_update,
     rounding_margin,
 )
-from crypto.dp.distributed import DistributedNoise
-from crypto.errors import ParameterError
-from crypto.params import CryptoParams, FieldSpec
-from crypto.quantize import quantize_integers
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.dp.distributed import DistributedNoise
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.params import CryptoParams, FieldSpec
+from secfpp.crypto.quantize import quantize_integers
+from secfpp.crypto.rng import DeterministicRandom
 
 
 def _squared(q: np.ndarray) -> int:
@@ -256,7 +256,7 @@ def test_gdp_noise_is_discrete_gaussian_on_the_integer_sum() -> None:
 def test_squared_norm_is_exact_in_both_paths(peak: int, size: int, seed: int) -> None:
     """The int64 fast path and the Python-integer path of ``_squared_norm`` agree with an
     exact sum, including vectors whose squares would overflow int64 (forced fallback)."""
-    from crypto.aggregation import _squared_norm
+    from secfpp.crypto.aggregation import _squared_norm
 
     gen = np.random.default_rng(seed)
     q = gen.integers(-peak, peak + 1, size, dtype=np.int64)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.beacon_mix import (
+from secfpp.crypto.beacon_mix import (
     BAD_REVEAL,
     NOT_REVEALED,
     Contribution,
@@ -19,8 +19,8 @@ from crypto.beacon_mix import (
     contribution_commitment,
     contributions_digest,
 )
-from crypto.committee import CommitteeMismatchError
-from crypto.errors import ParameterError
+from secfpp.crypto.committee import CommitteeMismatchError
+from secfpp.crypto.errors import ParameterError
 
 FID, T = "fed-1", 5
 B = bytes(range(32))

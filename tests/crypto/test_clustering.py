@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.clustering import (
+from secfpp.crypto.clustering import (
     ClusteringConfig,
     Membership,
     inherit_prompts,
     initial_probe,
     secpc_step,
 )
-from crypto.errors import ParameterError
-from crypto.secpc import Distances, ReferenceSets, plaintext_distances
-from crypto.split_test import (
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.secpc import Distances, ReferenceSets, plaintext_distances
+from secfpp.crypto.split_test import (
     axis_projections,
     best_cut,
     far_members,

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from crypto.aggregation import member_sums
-from crypto.committee import (
+from secfpp.crypto.aggregation import member_sums
+from secfpp.crypto.committee import (
     CommitteeMismatchError,
     beacon_commitment,
     check_announced_committee,
@@ -34,12 +34,17 @@ from crypto.committee import (
     tail_probability,
     verify_committee,
 )
-from crypto.errors import DecodeError, ParameterError, RefusalError
-from crypto.lcc import LagrangeCode
-from crypto.params import CodeSpec, CryptoParams
-from crypto.quantize import lift, quantize
-from crypto.rng import DeterministicRandom
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
+from secfpp.crypto.errors import DecodeError, ParameterError, RefusalError
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.params import CodeSpec, CryptoParams
+from secfpp.crypto.quantize import lift, quantize
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import (
+    ReferenceSets,
+    coded_distances,
+    decode_distances,
+    plaintext_distances,
+)
 
 VECTORS = json.loads((Path(__file__).parent / "kat" / "committee_vectors.json").read_text())[
     "committee_draw"

@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from crypto.dp.accounting import (
+from secfpp.crypto.dp.accounting import (
     PLD_DISCRETIZATION,
     calibrate_noise_multiplier,
     compose_epsilon,
     epsilon_for,
     gaussian_epsilon_closed_form,
 )
-from crypto.errors import ParameterError
+from secfpp.crypto.errors import ParameterError
 
 DELTA = 1e-5
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from crypto.dp.discrete import (
+from secfpp.crypto.dp.discrete import (
     MAX_SIGMA2,
     _bernoulli_ratio,
     bernoulli_exp_neg,
@@ -26,8 +26,8 @@ from crypto.dp.discrete import (
     discrete_gaussian_variance,
     discrete_laplace,
 )
-from crypto.errors import ParameterError
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import DeterministicRandom
 
 Z_BOUND = 5.0
 

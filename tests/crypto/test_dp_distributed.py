@@ -17,25 +17,30 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from crypto.aggregation import (
+from secfpp.crypto.aggregation import (
     decode_cluster_mean,
     decode_cluster_sum,
     member_sums,
     prepare_update,
     quantize_update,
 )
-from crypto.dp.accounting import compose_epsilon, ddgauss_tau, discrete_gaussian_rho, epsilon_for
-from crypto.dp.discrete import discrete_gaussian_variance
-from crypto.dp.distributed import (
+from secfpp.crypto.dp.accounting import (
+    compose_epsilon,
+    ddgauss_tau,
+    discrete_gaussian_rho,
+    epsilon_for,
+)
+from secfpp.crypto.dp.discrete import discrete_gaussian_variance
+from secfpp.crypto.dp.distributed import (
     NOISE_TAIL,
     DistributedNoise,
     distributed_bits,
     with_distributed_headroom,
 )
-from crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
-from crypto.errors import ParameterError
-from crypto.params import CryptoParams
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rng import DeterministicRandom
 
 DELTA = 1e-5
 Z = 1.0

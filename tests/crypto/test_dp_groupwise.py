@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from crypto.dp.accounting import epsilon_for, gaussian_epsilon_closed_form
-from crypto.dp.groupwise import (
+from secfpp.crypto.dp.accounting import epsilon_for, gaussian_epsilon_closed_form
+from secfpp.crypto.dp.groupwise import (
     class_sums,
     clip_rows,
     discriminative_scores,
@@ -34,8 +34,8 @@ from crypto.dp.groupwise import (
     rdp_isotropic,
     vpp_release,
 )
-from crypto.errors import ParameterError
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import DeterministicRandom
 
 
 def test_class_sums_and_means_known_answer() -> None:

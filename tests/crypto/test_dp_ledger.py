@@ -8,16 +8,16 @@ import json
 import dp_accounting
 import pytest
 
-from crypto.dp.accounting import PLD_DISCRETIZATION, epsilon_for
-from crypto.dp.ledger import (
+from secfpp.crypto.dp.accounting import PLD_DISCRETIZATION, epsilon_for
+from secfpp.crypto.dp.ledger import (
     LedgerRecord,
     check_budget,
     epsilon_by_participant,
     epsilon_spent,
     would_exceed_budget,
 )
-from crypto.dp.mechanisms import gdp_sigma, mean_sensitivity
-from crypto.errors import ParameterError, PrivacyBudgetError
+from secfpp.crypto.dp.mechanisms import gdp_sigma, mean_sensitivity
+from secfpp.crypto.errors import ParameterError, PrivacyBudgetError
 
 DELTA = 1e-5
 CLIP = 10.0

@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from crypto.dp.discrete import discrete_gaussian_variance
-from crypto.dp.mechanisms import (
+from secfpp.crypto.dp.discrete import discrete_gaussian_variance
+from secfpp.crypto.dp.mechanisms import (
     MIN_SHARE_SIGMA,
     clip_entries,
     clip_l2,
@@ -36,8 +36,8 @@ from crypto.dp.mechanisms import (
     ldp_noisy_gradient,
     mean_sensitivity,
 )
-from crypto.errors import ParameterError
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import DeterministicRandom
 
 Z_BOUND = 5.0  # standard errors; two-sided false-alarm rate ~5.7e-7 per check
 
@@ -279,7 +279,12 @@ def test_dp_core_imports_no_framework() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["crypto.dp.mechanisms", "crypto.dp.accounting", "crypto.dp.discrete", "crypto.dp.distributed"],
+    [
+        "secfpp.crypto.dp.mechanisms",
+        "secfpp.crypto.dp.accounting",
+        "secfpp.crypto.dp.discrete",
+        "secfpp.crypto.dp.distributed",
+    ],
 )
 def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

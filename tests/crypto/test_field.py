@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.errors import ParameterError
-from crypto.field import PrimeField, is_prime
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.field import PrimeField, is_prime
 
 PRIMES = [3, 257, 65537, 1_000_003, 2**31 - 1, 2**32 + 15, 2**61 - 1]
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from crypto.field import PrimeField
-from crypto.lcc import LagrangeCode
-from crypto.quantize import dequantize, quantize
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.field import PrimeField
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.quantize import dequantize, quantize
+from secfpp.crypto.rng import DeterministicRandom
 
 VECTORS = json.loads((Path(__file__).parent / "kat" / "vectors.json").read_text())
 

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from crypto.errors import DecodeError, ParameterError
-from crypto.field import PrimeField
-from crypto.lcc import LagrangeCode
-from crypto.params import CryptoParams
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.field import PrimeField
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rng import DeterministicRandom
 
 PRIMES = [65537, 2**31 - 1, 2**61 - 1]
 

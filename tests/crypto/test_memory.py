@@ -17,12 +17,12 @@ import sys
 
 import pytest
 
-from crypto import memory
+from secfpp.crypto import memory
 
 CHILD = """
 import resource, sys
 import numpy as np
-from crypto.memory import retain_freed_memory
+from secfpp.crypto.memory import retain_freed_memory
 applied = retain_freed_memory() if sys.argv[1] == "1" else None
 for _ in range(3):  # numpy's own first allocations, outside the count
     np.ones(1024)

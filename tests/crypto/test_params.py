@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crypto.errors import ParameterError
-from crypto.field import PrimeField
-from crypto.lcc import LagrangeCode
-from crypto.params import CodeSpec, CryptoParams, FieldSpec, choose_code, largest_safe_bits
-from crypto.quantize import quantize
-from crypto.rng import DeterministicRandom
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.field import PrimeField
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec, choose_code, largest_safe_bits
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import ReferenceSets, coded_distances, decode_distances
 
 P31 = 2**31 - 1
 

@@ -9,23 +9,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.aggregation import member_sums
-from crypto.clustering import Membership
-from crypto.committee import committee_threshold
-from crypto.errors import DecodeError, ParameterError, RefusalError
-from crypto.lcc import LagrangeCode
-from crypto.params import CodeSpec, CryptoParams, FieldSpec, equivocation_safe, safe_dropouts
-from crypto.quantize import quantize
-from crypto.refset_rules import effective_minimum
-from crypto.refusal import (
+from secfpp.crypto.aggregation import member_sums
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.committee import committee_threshold
+from secfpp.crypto.errors import DecodeError, ParameterError, RefusalError
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec, equivocation_safe, safe_dropouts
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.refset_rules import effective_minimum
+from secfpp.crypto.refusal import (
     aggregation_request_digest,
     check_aggregation_request,
     check_distance_request,
     check_same_request,
     distance_request_digest,
 )
-from crypto.rng import DeterministicRandom
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import (
+    ReferenceSets,
+    coded_distances,
+    decode_distances,
+    plaintext_distances,
+)
 
 
 def test_curious_coordinator_decodes_only_totals() -> None:

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.errors import DecodeError, ParameterError
-from crypto.field import PrimeField
-from crypto.linalg import (
+from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.field import PrimeField
+from secfpp.crypto.linalg import (
     MERSENNE_61,
     barycentric_weights,
     inverses,
@@ -25,8 +25,8 @@ from crypto.linalg import (
     mulsum,
     times_pow2,
 )
-from crypto.reed_solomon import ReedSolomonCode, berlekamp_massey
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.reed_solomon import ReedSolomonCode, berlekamp_massey
+from secfpp.crypto.rng import DeterministicRandom
 
 P31 = 2**31 - 1
 P62 = 4611686018427387847  # the largest prime below 2**62: wide, not Mersenne

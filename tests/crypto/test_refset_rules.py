@@ -7,20 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.clustering import ClusteringConfig, Membership, initial_probe, secpc_step
-from crypto.committee import beacon_commitment
-from crypto.errors import RefusalError
-from crypto.params import CryptoParams
-from crypto.refset_rules import (
+from secfpp.crypto.clustering import ClusteringConfig, Membership, initial_probe, secpc_step
+from secfpp.crypto.committee import beacon_commitment
+from secfpp.crypto.errors import RefusalError
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.refset_rules import (
     REFERENCE_FLOOR,
     AnsweredSets,
     check_beacon_probes,
     check_membership_change,
     probe_salt,
 )
-from crypto.refusal import check_distance_request
-from crypto.secpc import ReferenceSets, plaintext_distances
-from participant.refsets import answered_sets, check_distance_sets, load_answered
+from secfpp.crypto.refusal import check_distance_request
+from secfpp.crypto.secpc import ReferenceSets, plaintext_distances
+from secfpp.participant.refsets import answered_sets, check_distance_sets, load_answered
 
 EIGHT = tuple(range(8))
 BEACON = bytes(range(32))

@@ -16,15 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from crypto.errors import DecodeError, ParameterError
-from crypto.field import PrimeField
-from crypto.lcc import LagrangeCode
-from crypto.linalg import lagrange_matrix, matmul
-from crypto.params import FieldSpec
-from crypto.quantize import dequantize, quantize
-from crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
-from crypto.rng import DeterministicRandom, RandomSource
-from crypto.secpc import ReferenceSets, coded_distances, decode_distances, plaintext_distances
+from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.field import PrimeField
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.linalg import lagrange_matrix, matmul
+from secfpp.crypto.params import FieldSpec
+from secfpp.crypto.quantize import dequantize, quantize
+from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
+from secfpp.crypto.rng import DeterministicRandom, RandomSource
+from secfpp.crypto.secpc import (
+    ReferenceSets,
+    coded_distances,
+    decode_distances,
+    plaintext_distances,
+)
 
 SMALL = 103
 """A small prime: the oracle's chi-square has one bin per field element."""

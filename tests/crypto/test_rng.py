@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crypto.rng import DeterministicRandom, RandomSource, SystemRandom
+from secfpp.crypto.rng import DeterministicRandom, RandomSource, SystemRandom
 
 
 def test_sources_satisfy_protocol() -> None:

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.clustering import ClusteringConfig, Membership, StepResult, secpc_step
-from crypto.errors import ParameterError
-from crypto.params import CodeSpec, CryptoParams, FieldSpec, distance_colluders
-from crypto.quantize import dequantize, quantize
-from crypto.rng import DeterministicRandom
-from crypto.secpc import (
+from secfpp.crypto.clustering import ClusteringConfig, Membership, StepResult, secpc_step
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec, distance_colluders
+from secfpp.crypto.quantize import dequantize, quantize
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import (
     Distances,
     ReferenceSets,
     coded_distances,
@@ -214,7 +214,7 @@ def test_member_result_is_the_defining_sum_for_any_field_elements(
     """The expanded form m**2|x|**2 - 2m<x, Sum> + |Sum|**2 that :func:`coded_distances`
     computes equals the defining sum of squares mod p for any shares, including the
     largest field elements (where an overflow in the expansion would show)."""
-    from crypto.field import PrimeField
+    from secfpp.crypto.field import PrimeField
 
     vectors, refs, _, seed = case
     gen = np.random.default_rng(seed)
@@ -230,7 +230,7 @@ def test_member_result_is_the_defining_sum_for_any_field_elements(
 
 
 def test_member_result_names_the_share_out_of_range() -> None:
-    from crypto.field import PrimeField
+    from secfpp.crypto.field import PrimeField
 
     refs = ReferenceSets((0, 1, 2), ((0, (0, 1, 2)),), ())
     shares = {0: np.array([1, 2]), 1: np.array([3, 97]), 2: np.array([0, 0])}

@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.errors import ParameterError, ShareAuthenticationError
-from crypto.rng import DeterministicRandom
-from crypto.transport import (
+from secfpp.crypto.errors import ParameterError, ShareAuthenticationError
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.transport import (
     ENVELOPE_OVERHEAD,
     PUBLIC_KEY_CACHE_SIZE,
     RING_CAPACITY,
@@ -40,7 +40,7 @@ from crypto.transport import (
     public_key_bytes,
     seal_share,
 )
-from crypto.wire import pack_field_vector, unpack_field_vector
+from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 from tests.crypto.counting_key import CountingKey
 
 # --- known-answer vector: inputs and generator --------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.errors import ParameterError, WireFormatError
-from crypto.wire import (
+from secfpp.crypto.errors import ParameterError, WireFormatError
+from secfpp.crypto.wire import (
     DEFAULT_MAX_LENGTH,
     FORMAT_VERSION,
     WIRE_ERROR_REASONS,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.errors import ParameterError, WireFormatError
-from crypto.wire import (
+from secfpp.crypto.errors import ParameterError, WireFormatError
+from secfpp.crypto.wire import (
     pack_field_vector,
     pack_field_vectors,
     unpack_field_vector,

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
+from secfpp.coordinator.app import create_app
 from tests.conftest import free_port
 from tests.coordinator.conftest import ADMIN_TOKEN, FakeClock, FederationHarness, make_settings
 

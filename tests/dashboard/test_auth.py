@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.routing import Route
 
-from coordinator.app import create_app
-from coordinator.dashboard.auth import COOKIE, SESSION_TTL_S
-from coordinator.dashboard.routes import FRAGMENTS, router
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.auth.dashboard_sessions import COOKIE, SESSION_TTL_S
+from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
 from tests.coordinator.conftest import ADMIN, ADMIN_TOKEN, FakeClock, make_settings
 from tests.dashboard.conftest import FORM, csrf_of, login
 

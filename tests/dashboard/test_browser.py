@@ -107,7 +107,7 @@ def test_large_federation_in_chromium(chromium: Any, live_server: LiveServer) ->
     """The benchmark's federation (100 participants, 50 rounds, Gaussian DP) as a browser
     sees it: every section renders, and a screenshot for the README."""
     from bench.dashboard import seed
-    from coordinator.db.engine import make_engine, make_sessionmaker
+    from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 
     http = httpx.Client(base_url=live_server.url, timeout=30, headers=ADMIN)
     body = {

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.dashboard.charts import Cell, heatmap
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.rounds import store
-from crypto.dp import epsilon_for, epsilon_spent
+from secfpp.coordinator.dashboard.charts import Cell, heatmap
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.rounds import store
+from secfpp.crypto.dp import epsilon_for, epsilon_spent
 from tests.coordinator.conftest import ADMIN, FakeClock, FederationHarness
 from tests.dashboard.conftest import login, report_accuracy
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from demo.folders import main, write_folders
-from participant.learning.data import read_image_folder
+from secfpp.participant.learning.data import read_image_folder
 
 
 def test_folders_are_disjoint_and_readable(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from participant.learning import FeatureSet, configure_threads, load_backbone
+from secfpp.participant.learning import FeatureSet, configure_threads, load_backbone
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from bench.clustering import rate
 from bench.split_rate import main
-from crypto.clustering import ClusteringConfig
+from secfpp.crypto.clustering import ClusteringConfig
 
 
 def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:

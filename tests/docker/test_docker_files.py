@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator.settings import Settings
+from secfpp.coordinator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -176,15 +176,18 @@ def test_each_image_installs_its_extra(role: str) -> None:
 
 def test_every_data_file_of_the_installed_packages_is_package_data() -> None:
     """The images install the project non-editable: a file the code reads at run time (e.g.
-    coordinator/backbones.json) lands in site-packages only when package-data names it."""
+    coordinator/federations/backbones.json) lands in site-packages only when package-data names it."""
     import fnmatch
     import subprocess
 
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    roots = [p.rstrip("*") for p in setuptools["packages"]["find"]["include"]]
+    assert setuptools["packages"]["find"]["include"] == ["secfpp*"]
+    # secfpp/<part> links to the top-level folder <part>: package secfpp.a.b is folder a/b
+    parts = sorted(p.name for p in (ROOT / "secfpp").iterdir() if p.is_symlink())
+    assert parts == ["coordinator", "crypto", "migrations", "participant"]
     data = setuptools["package-data"]
     tracked = subprocess.run(
-        ["git", "ls-files", *roots], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", *parts], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     missing = []
     for name in tracked:
@@ -192,10 +195,10 @@ def test_every_data_file_of_the_installed_packages_is_package_data() -> None:
             continue
         covered = False
         for package, patterns in data.items():
-            prefix = package.replace(".", "/") + "/"
+            prefix = package.removeprefix("secfpp.").replace(".", "/") + "/"
             if name.startswith(prefix):
                 covered |= any(fnmatch.fnmatch(name[len(prefix) :], p) for p in patterns)
         if not covered:
             missing.append(name)
     assert not missing, f"not in [tool.setuptools.package-data]: {missing}"
-    assert "coordinator/backbones.json" in tracked
+    assert "coordinator/federations/backbones.json" in tracked

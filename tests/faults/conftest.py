@@ -28,11 +28,11 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from bench.loadsim import FixedTrainer
-from crypto.rng import DeterministicRandom
-from participant.client import CoordinatorClient, RetryPolicy
-from participant.engine import Engine
-from participant.enrollment import enroll
-from participant.state import StateDir
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.engine import Engine
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.state import StateDir
 
 ADMIN_TOKEN = "admin-secret-token"
 N, N_CTX, DIM, R = 6, 4, 8, 16

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from numpy.typing import NDArray
 
 from bench.loadsim import FixedTrainer
-from participant.client import RetryPolicy
-from participant.daemon import guarded, serve
-from participant.engine import TrainOutput
+from secfpp.participant.client import RetryPolicy
+from secfpp.participant.daemon import guarded, serve
+from secfpp.participant.engine import TrainOutput
 
 
 class SlowTrainer(FixedTrainer):

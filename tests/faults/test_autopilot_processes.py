@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crypto.dp import epsilon_for
+from secfpp.crypto.dp import epsilon_for
 from tests.faults.test_participant_kill import _kill, _start
 from tests.threads import run_in_threads
 

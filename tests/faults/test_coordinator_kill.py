@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
 
 STAGES = ("sharing", "distances", "aggregation")
 
@@ -58,7 +58,7 @@ def _run(
 def test_sigkill_in_every_stage_gives_the_uninterrupted_result(
     coordinator: Any, kit: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="participant.client")
+    caplog.set_level(logging.INFO, logger="secfpp.participant.client")
     admin = kit.Admin(coordinator.url)
     open_gates = {s: threading.Event() for s in STAGES}
     for gate in open_gates.values():

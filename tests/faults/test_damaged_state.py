@@ -1,6 +1,6 @@
 """``secfpp-participant run`` on damaged or foreign state stops with one line and a status.
 
-Real processes (``python -m participant.cli run``): a damaged file gives status 4 and one
+Real processes (``python -m secfpp.participant.cli run``): a damaged file gives status 4 and one
 line naming the file and what to do, before anything is imported for training; a state
 directory that is not the enrollment the coordinator knows gives status 6; a token the
 coordinator rejects gives status 5. None of them prints a traceback or changes a file.
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from participant.daemon import EXIT_CONFIG, EXIT_MISMATCH, EXIT_REVOKED
-from participant.state import StateDir
+from secfpp.participant.daemon import EXIT_CONFIG, EXIT_MISMATCH, EXIT_REVOKED
+from secfpp.participant.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,16 @@ REPO = Path(__file__).resolve().parents[2]
 def _run_cli(state: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "participant.cli", "run", "--state", str(state), "--data", "none"],
+        [
+            sys.executable,
+            "-m",
+            "secfpp.participant.cli",
+            "run",
+            "--state",
+            str(state),
+            "--data",
+            "none",
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
 
 pytestmark = pytest.mark.postgres
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from sqlalchemy import exc, text
 
-from coordinator.db.engine import DatabaseLimits, make_engine
+from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
 
 pytestmark = pytest.mark.postgres
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.jobs.completions import Completions
-from coordinator.jobs.postgres import PostgresJobs, WorkerOptions, run_worker
-from coordinator.jobs.tasks import JobRuntime
+from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.jobs.postgres import PostgresJobs, WorkerOptions, run_worker
+from secfpp.coordinator.jobs.tasks import JobRuntime
 
 pytestmark = pytest.mark.postgres
 

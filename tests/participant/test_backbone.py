@@ -13,7 +13,7 @@ from open_clip.model import CLIP
 from open_clip.transformer import TextTransformer, Transformer, VisionTransformer
 
 from demo.data import DOMAINS
-from participant.backbones import (
+from secfpp.participant.backbones import (
     TINY_OFFLINE,
     TINY_TEST,
     WEIGHTS_DIR,
@@ -21,7 +21,7 @@ from participant.backbones import (
     register_offline_models,
     tiny_offline_checkpoint_path,
 )
-from participant.backbones.zeroshot import (
+from secfpp.participant.backbones.zeroshot import (
     Preprocess,
     Tokenizer,
     images_to_tensor,

@@ -15,10 +15,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from participant import cli
-from participant.backbones import tiny_offline_checkpoint_path
-from participant.learning import load_backbone
-from participant.learning.backbone import state_fingerprint
+from secfpp.participant import cli
+from secfpp.participant.backbones import tiny_offline_checkpoint_path
+from secfpp.participant.learning import load_backbone
+from secfpp.participant.learning.backbone import state_fingerprint
 from tests.participant.test_cli_tokens import ADMIN, coordinator, enroll_argv, http
 
 __all__ = ["coordinator", "http"]  # fixtures used by name
@@ -134,23 +134,23 @@ def test_the_fingerprint_command_prints_the_pin(capsys: pytest.CaptureFixture[st
 def test_the_shipped_records_agree() -> None:
     import json
 
-    from coordinator.backbones import known_fingerprint
-    from participant.backbones import WEIGHTS_DIR
+    from secfpp.coordinator.federations.backbones import known_fingerprint
+    from secfpp.participant.backbones import WEIGHTS_DIR
 
     record = json.loads((WEIGHTS_DIR / "tiny-offline.json").read_text())
     assert record["weights_sha256"] == known_fingerprint("tiny-offline") == TINY_SHA
 
 
 def test_the_coordinators_catalog_agrees_with_open_clip() -> None:
-    """coordinator/backbones.json (the widths the torch-free coordinator derives prompt.dim
-    from) is what open_clip and the shipped configs say; regenerate it with
+    """coordinator/federations/backbones.json (the widths the torch-free coordinator derives
+    prompt.dim from) is what open_clip and the shipped configs say; regenerate it with
     scripts/backbone_catalog.py after upgrading open_clip."""
     import json
 
     import open_clip
 
-    from coordinator.backbones import CATALOG, text_width
-    from participant.backbones import register_offline_models
+    from secfpp.coordinator.federations.backbones import CATALOG, text_width
+    from secfpp.participant.backbones import register_offline_models
 
     register_offline_models()
     models = json.loads(CATALOG.read_text())["models"]

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from coordinator.cli import certs_main, migrate_main
-from coordinator.jobs.worker import worker_main
-from participant.cli import _parser, main
+from secfpp.coordinator.cli import certs_main, migrate_main
+from secfpp.coordinator.jobs.worker import worker_main
+from secfpp.participant.cli import _parser, main
 
 
 def _help_of(
@@ -77,7 +77,7 @@ def test_coordinator_commands_show_defaults(
 
 
 def test_serve_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
-    from coordinator.cli import serve_main
+    from secfpp.coordinator.cli import serve_main
 
     text = _help_of(serve_main, [], capsys)
     assert "default: settings.host" in text

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
-from coordinator.settings import Settings
-from participant import cli
-from participant.client import CoordinatorClient
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.settings import Settings
+from secfpp.participant import cli
+from secfpp.participant.client import CoordinatorClient
 
 ADMIN = {"Authorization": "Bearer admin-token"}
 SECRET = "sfe_this-must-never-be-printed"

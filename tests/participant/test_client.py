@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from participant.client import (
+from secfpp.participant.client import (
     AccessRevokedError,
     CoordinatorClient,
     CoordinatorUnavailableError,
@@ -140,7 +140,7 @@ def test_give_up_limits_when_configured() -> None:
 def test_an_outage_is_logged_once_then_at_a_sane_rate(caplog: pytest.LogCaptureFixture) -> None:
     answers: list[httpx.Response | Exception] = [DOWN] * 100 + [OK]
     client, clock, _ = client_for(answers, RetryPolicy(log_every_s=60.0, cap_s=30.0))
-    with caplog.at_level(logging.WARNING, logger="participant.client"):
+    with caplog.at_level(logging.WARNING, logger="secfpp.participant.client"):
         client.task()
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert lines[0].startswith("coordinator unavailable (GET /v1/participants/me/task")

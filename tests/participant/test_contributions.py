@@ -9,11 +9,11 @@ from typing import Any, cast
 
 import pytest
 
-from crypto.beacon_mix import contribution_commitment
-from crypto.rng import DeterministicRandom
-from participant.client import CoordinatorClient, RequestRefusedError
-from participant.contributions import ContributionLog
-from participant.state import StateDir
+from secfpp.crypto.beacon_mix import contribution_commitment
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.client import CoordinatorClient, RequestRefusedError
+from secfpp.participant.contributions import ContributionLog
+from secfpp.participant.state import StateDir
 
 FID = "fed-x"
 

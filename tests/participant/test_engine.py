@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.app import create_app
-from coordinator.settings import Settings
-from crypto.rng import DeterministicRandom
-from crypto.transport import KeyRing, public_key_bytes
-from participant.client import CoordinatorClient
-from participant.engine import Engine, TrainOutput
-from participant.enrollment import enroll
-from participant.state import StateDir, StateError
+from secfpp.coordinator.app import create_app
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.transport import KeyRing, public_key_bytes
+from secfpp.participant.client import CoordinatorClient
+from secfpp.participant.engine import Engine, TrainOutput
+from secfpp.participant.enrollment import enroll
+from secfpp.participant.state import StateDir, StateError
 from tests.crypto.counting_key import CountingKey
 
 ADMIN = {"Authorization": "Bearer admin-token"}

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from participant import engine as engine_module
-from participant import protocol
+from secfpp.participant import engine as engine_module
+from secfpp.participant import protocol
 from tests.participant.test_engine import ADMIN, N, drive, http, make_engines
 
 __all__ = ["http"]

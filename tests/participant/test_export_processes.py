@@ -43,7 +43,7 @@ def _data(root: Path) -> list[Path]:
 def _held_out(folder: Path, index: int, target: Path) -> Path:
     """Copy the daemon's held-out split of ``folder`` (same split function, seed and
     participant index) to ``target/<class>/<file>``, keeping the file names and order."""
-    from participant.learning import load_dataset, split_dataset
+    from secfpp.participant.learning import load_dataset, split_dataset
 
     data = load_dataset(folder, transform=lambda image: image)
     _, test = split_dataset(data, test_fraction=0.2, seed=0, participant_id=index)
@@ -56,7 +56,7 @@ def _held_out(folder: Path, index: int, target: Path) -> Path:
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "participant.cli", *argv],
+        [sys.executable, "-m", "secfpp.participant.cli", *argv],
         capture_output=True,
         text=True,
         timeout=300,
@@ -149,7 +149,7 @@ def test_export_and_predict_reproduce_the_daemons_accuracy(tmp_path: Path) -> No
     for r in rows:
         assert 1 >= float(r["probability"]) >= float(r["probability_2"]) >= 0
 
-    import participant
+    from secfpp import participant
 
     classifier = participant.load_personalized(model, device="cpu")
     assert classifier.evaluate(held_out).accuracy == reported

@@ -11,11 +11,11 @@ import base64
 
 import numpy as np
 
-from crypto.errors import ShareAuthenticationError, WireFormatError
-from crypto.rng import DeterministicRandom
-from crypto.transport import KeyRing, ShareContext, generate_keypair, open_share, seal_share
-from crypto.wire import pack_field_vector, unpack_field_vector
-from participant.protocol import open_inbox
+from secfpp.crypto.errors import ShareAuthenticationError, WireFormatError
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.transport import KeyRing, ShareContext, generate_keypair, open_share, seal_share
+from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
+from secfpp.participant.protocol import open_inbox
 
 PRIME = 2**31 - 1
 LENGTH = 5

@@ -56,7 +56,7 @@ def _wait_stage(
 
 @pytest.mark.slow
 def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -> None:
-    from participant.backbones import tiny_offline_checkpoint_path
+    from secfpp.participant.backbones import tiny_offline_checkpoint_path
 
     folders = _data(tmp_path / "data")
     with ProcessGroup(tmp_path / "logs") as procs:

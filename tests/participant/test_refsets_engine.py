@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
-from coordinator.db.models import Round
+from secfpp.coordinator.db.models import Round
 from tests.participant.test_engine import ADMIN, drive, http, make_engines
 
 __all__ = ["http"]  # the fixture, used by name below

@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crypto.errors import RefusalError
-from crypto.params import CryptoParams
-from crypto.quantize import dequantize, quantize
-from crypto.rng import DeterministicRandom
-from crypto.secpc import ReferenceSets, decode_distances, plaintext_distances
-from crypto.transport import KeyRing, generate_keypair, public_key_bytes
-from crypto.wire import unpack_field_vector
-from participant.protocol import OpenedShares, distance_payload, open_inbox, share_body
-from participant.rerandomize import (
+from secfpp.crypto.errors import RefusalError
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.quantize import dequantize, quantize
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import ReferenceSets, decode_distances, plaintext_distances
+from secfpp.crypto.transport import KeyRing, generate_keypair, public_key_bytes
+from secfpp.crypto.wire import unpack_field_vector
+from secfpp.participant.protocol import OpenedShares, distance_payload, open_inbox, share_body
+from secfpp.participant.rerandomize import (
     ZERO_CONTEXT_STAGE,
     ZERO_KIND,
     rerandomizes,

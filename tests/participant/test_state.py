@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crypto.transport import load_private_key, public_key_bytes
-from participant.state import (
+from secfpp.crypto.transport import load_private_key, public_key_bytes
+from secfpp.participant.state import (
     StateDir,
     StateError,
     StateMismatchError,

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.tls import CertificatePaths, generate_certificates
-from participant.client import CoordinatorClient, RetryPolicy, UntrustedCertificateError
-from participant.daemon import EXIT_UNTRUSTED_CERTIFICATE
-from participant.state import StateDir
+from secfpp.coordinator.tls import CertificatePaths, generate_certificates
+from secfpp.participant.client import CoordinatorClient, RetryPolicy, UntrustedCertificateError
+from secfpp.participant.daemon import EXIT_UNTRUSTED_CERTIFICATE
+from secfpp.participant.state import StateDir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,7 +136,7 @@ def _cli(*argv: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[str],
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "participant.cli", *argv],
+        [sys.executable, "-m", "secfpp.participant.cli", *argv],
         cwd=REPO,
         env=env,
         input=stdin,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from participant.learning import LearningConfigError
-from participant.learning.strategies import DpFplConfig
-from participant.trainer import strategy_settings
+from secfpp.participant.learning import LearningConfigError
+from secfpp.participant.learning.strategies import DpFplConfig
+from secfpp.participant.trainer import strategy_settings
 
 DPFPL: dict[str, Any] = {
     "strategy": "dpfpl",

@@ -4,7 +4,7 @@ Reuses the fault suite's kit (``tests/faults/conftest.py``: admin client, federa
 body, enrollment, the production participant engine with the stand-in trainer, round
 summaries), loaded from its file since test modules cannot import a conftest. Adds:
 
-* :class:`Proc`: ``python -m coordinator ...`` (or ``tests/replicas/slowed.py``, whose
+* :class:`Proc`: ``python -m secfpp.coordinator ...`` (or ``tests/replicas/slowed.py``, whose
   clustering decode sleeps while a flag file exists) as a killable subprocess.
 * :class:`RoundRobin`: an httpx transport that spreads requests over the replicas like
   the nginx upstream does, and skips a replica that refuses connections (a request cut
@@ -80,7 +80,7 @@ class Proc:
         self.url = f"http://127.0.0.1:{self.port}" if self.port else ""
         args = [*command, "--port", str(self.port), "--insecure"] if self.port else command
         if slowed is None:
-            self.argv = [sys.executable, "-m", "coordinator", *args]
+            self.argv = [sys.executable, "-m", "secfpp.coordinator", *args]
         else:
             flag, marker, delay = slowed
             self.argv = [

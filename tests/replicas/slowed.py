@@ -1,7 +1,7 @@
 """A coordinator or worker process whose clustering decode can be made slow (for tests).
 
 ``python tests/replicas/slowed.py --flag FILE --marker FILE --delay S -- serve ...`` runs
-``coordinator.cli`` with ``argv`` after ``--``, with ``run_clustering`` wrapped: while
+``secfpp.coordinator.cli`` with ``argv`` after ``--``, with ``run_clustering`` wrapped: while
 ``FILE`` exists, a decode first creates ``--marker`` and sleeps ``--delay`` seconds. Only
 this test wrapper is slow; the production code has no such hook.
 """
@@ -27,8 +27,8 @@ def main() -> int:
     args = parser.parse_args()
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
 
-    from coordinator import cli
-    from coordinator.rounds import driver
+    from secfpp.coordinator import cli
+    from secfpp.coordinator.rounds import driver
 
     real = driver.run_clustering
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
 
 RETRY = RetryPolicy(base_s=0.05, cap_s=0.5, log_every_s=5.0)
 DELAY_S = 8.0

@@ -19,21 +19,21 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import inspect, text
 
-from coordinator.db.engine import make_engine, make_sessionmaker
-from coordinator.jobs.completions import Completions
-from coordinator.jobs.local import LocalJobs
-from coordinator.jobs.postgres import (
+from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
+from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.jobs.local import LocalJobs
+from secfpp.coordinator.jobs.postgres import (
     DRIVE_ROUND,
     PostgresJobs,
     WorkerOptions,
     build_worker_app,
     recover_stalled,
 )
-from coordinator.jobs.tasks import DEADLINE_LOCK_KEY, JobRuntime, check_deadlines
-from coordinator.jobs.worker import worker_main
-from coordinator.metrics import Metrics
-from coordinator.rounds.driver import RoundDriver, round_lock_key
-from coordinator.settings import Settings
+from secfpp.coordinator.jobs.tasks import DEADLINE_LOCK_KEY, JobRuntime, check_deadlines
+from secfpp.coordinator.jobs.worker import worker_main
+from secfpp.coordinator.metrics import Metrics
+from secfpp.coordinator.rounds.driver import RoundDriver, round_lock_key
+from secfpp.coordinator.settings import Settings
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
@@ -295,7 +295,7 @@ def test_a_cancelled_worker_that_returns_quietly_stops_instead_of_restarting(
     end ``run_worker`` with CancelledError, not start a new worker: the coordinator's
     shutdown waited on such a restarted worker for good (a CI run hung in a test client's
     teardown)."""
-    from coordinator.jobs import postgres
+    from secfpp.coordinator.jobs import postgres
 
     starts: list[int] = []
 
@@ -336,7 +336,7 @@ def test_a_stop_absorbed_while_the_pool_opens_stops_the_worker(
     pool; the worker must still stop instead of starting work (a coordinator stopped right
     after it started waited its whole 45 s shutdown timeout: four PostgreSQL tests spent
     45 s each in teardown)."""
-    from coordinator.jobs import postgres
+    from secfpp.coordinator.jobs import postgres
 
     worked: list[int] = []
 
@@ -377,7 +377,7 @@ def test_a_worker_that_absorbs_the_stop_while_starting_is_asked_again(
     clear it) and go on working: ``run_worker`` asks again, so a stop is prompt. A worker
     in its graceful shutdown (the cancellation still pending) is not interrupted: its
     running jobs finish."""
-    from coordinator.jobs import postgres
+    from secfpp.coordinator.jobs import postgres
 
     finished_gracefully: list[bool] = []
 
@@ -437,7 +437,7 @@ def test_the_worker_runs_again_within_seconds_of_a_database_outage(
     log one warning when it stops and one when it runs again, not one per attempt. (The
     backoff used to double up to 30 s: after this outage the restart came 7.5 s late,
     after a 5-minute outage up to 30 s.)"""
-    from coordinator.jobs import postgres
+    from secfpp.coordinator.jobs import postgres
 
     outage_s = 7.5
     began = time.monotonic()
@@ -477,7 +477,7 @@ def test_the_worker_runs_again_within_seconds_of_a_database_outage(
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    with caplog.at_level("DEBUG", logger="coordinator.jobs.postgres"):
+    with caplog.at_level("DEBUG", logger="secfpp.coordinator.jobs.postgres"):
         asyncio.run(scenario())
     assert runs, "the worker never ran again"
     assert runs[0] - (began + outage_s) < postgres.RESTART_CAP_S + 0.5
@@ -489,7 +489,7 @@ def test_the_worker_runs_again_within_seconds_of_a_database_outage(
 
 @pytest.mark.postgres
 def test_database_answers_probe(pg_db_url: str) -> None:
-    from coordinator.jobs.postgres import database_answers
+    from secfpp.coordinator.jobs.postgres import database_answers
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

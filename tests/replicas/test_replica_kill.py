@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from participant.client import CoordinatorClient, RetryPolicy
+from secfpp.participant.client import CoordinatorClient, RetryPolicy
 
 RETRY = RetryPolicy(base_s=0.05, cap_s=0.5, log_every_s=5.0)
 

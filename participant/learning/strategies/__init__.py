@@ -9,23 +9,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from crypto.rng import RandomSource
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.strategies.base import RoundMetrics, RoundOutput, Strategy, StrategyConfig
-from participant.learning.strategies.dpfpl import (
+from secfpp.crypto.rng import RandomSource
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.strategies.base import (
+    RoundMetrics,
+    RoundOutput,
+    Strategy,
+    StrategyConfig,
+)
+from secfpp.participant.learning.strategies.dpfpl import (
     DpFplConfig,
     DpFplStrategy,
     GdpParameters,
     LdpParameters,
 )
-from participant.learning.strategies.feddpa import FedDpaConfig, FedDpaStrategy
-from participant.learning.strategies.igpp import IgppStrategy
-from participant.learning.strategies.local import LocalStrategy
-from participant.learning.strategies.promptfl import PromptFlStrategy
-from participant.learning.strategies.protopfl import ProtoPflConfig, ProtoPflStrategy
-from participant.learning.strategies.secfpp import SecFppStrategy
-from participant.learning.strategies.vpdr import VpdrConfig, VpdrStrategy
+from secfpp.participant.learning.strategies.feddpa import FedDpaConfig, FedDpaStrategy
+from secfpp.participant.learning.strategies.igpp import IgppStrategy
+from secfpp.participant.learning.strategies.local import LocalStrategy
+from secfpp.participant.learning.strategies.promptfl import PromptFlStrategy
+from secfpp.participant.learning.strategies.protopfl import ProtoPflConfig, ProtoPflStrategy
+from secfpp.participant.learning.strategies.secfpp import SecFppStrategy
+from secfpp.participant.learning.strategies.vpdr import VpdrConfig, VpdrStrategy
 
 __all__ = [
     "STRATEGIES",

@@ -29,11 +29,11 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import cross_entropy
 
-from crypto.rng import RandomSource, default_random
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.evaluation import accuracy
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.crypto.rng import RandomSource, default_random
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.evaluation import accuracy
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 __all__ = ["RoundMetrics", "RoundOutput", "Strategy", "StrategyConfig"]
 

@@ -33,10 +33,10 @@ import torch
 from numpy.typing import NDArray
 from torch.nn.functional import cross_entropy
 
-from crypto.dp import clip_l2
-from participant.learning.errors import LearningConfigError
-from participant.learning.strategies.base import Strategy, StrategyConfig
-from participant.learning.strategies.lowrank import (
+from secfpp.crypto.dp import clip_l2
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.strategies.base import Strategy, StrategyConfig
+from secfpp.participant.learning.strategies.lowrank import (
     power_factorize,
     privatize_gradient,
     reconstruct_gradient,

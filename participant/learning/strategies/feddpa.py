@@ -26,13 +26,13 @@ participant's cluster (FedDPA is unclustered: one cluster, one global prompt):
    what is implemented; no magnitude formula is invented.
 3. **User-level DP** (eq. 3). The whole round update ``Dw = w_after - w^t`` (personalized
    entries included, as the paper sends "the whole update") is clipped to L2 norm ``C``
-   (``clip_norm``, fixed by the federation's ``crypto.l2_clip``). The Gaussian noise is not
+   (``clip_norm``, fixed by the federation's ``secfpp.crypto.l2_clip``). The Gaussian noise is not
    added here: the daemon adds each participant's discrete Gaussian share to its quantized
    update before secret sharing (``dp.mechanism = "distributed"``,
    :mod:`crypto.dp.distributed`), from the CSPRNG, so the cluster sum is computed on shares
    and already carries noise of std ``>= sigma C``; ``sigma`` is calibrated with dp-accounting's
    RDP accountant to the federation's ``dp.target_epsilon`` over ``rounds.total`` rounds
-   (:class:`coordinator.config.DifferentialPrivacyConfig`), and the coordinator's ledger
+   (:class:`coordinator.federations.config.DifferentialPrivacyConfig`), and the coordinator's ledger
    records every noisy sum and refuses rounds past the budget. This is eq. 3's
    ``N(0, C^2 sigma^2 / |M_t|)`` per client with ``|M_t|`` replaced by the smallest member set
    a participant accepts (never less noise than the paper's).
@@ -56,11 +56,11 @@ import torch
 from numpy.typing import NDArray
 from torch.nn.functional import cross_entropy
 
-from crypto.dp import clip_l2
-from participant.learning.errors import LearningConfigError
-from participant.learning.evaluation import accuracy
-from participant.learning.strategies.base import RoundOutput, Strategy, StrategyConfig
-from participant.learning.strategies.feddpa_fisher import (
+from secfpp.crypto.dp import clip_l2
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.evaluation import accuracy
+from secfpp.participant.learning.strategies.base import RoundOutput, Strategy, StrategyConfig
+from secfpp.participant.learning.strategies.feddpa_fisher import (
     constraint_gradient,
     empirical_fisher,
     fisher_masks,
@@ -81,7 +81,7 @@ class FedDpaConfig(StrategyConfig):
     the paper's study found 0.2 best); ``lambda_1``: strength of the personalized entries'
     L2 constraint (paper: 0.05); ``lambda_2``: strength of the bounded constraint on the shared
     update (paper: 0.1); ``clip_norm``: ``C``, the L2 clip of the round update and the target
-    of the bounded constraint (the federation's ``crypto.l2_clip`` in a federation).
+    of the bounded constraint (the federation's ``secfpp.crypto.l2_clip`` in a federation).
     """
 
     tau: float = 0.2

@@ -32,8 +32,8 @@ from collections.abc import Callable
 import torch
 from torch.nn.functional import log_softmax, one_hot, softmax
 
-from participant.learning.errors import LearningConfigError
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 __all__ = [
     "constraint_gradient",

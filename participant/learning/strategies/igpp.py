@@ -15,8 +15,8 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.dp.groupwise import class_sums, clip_rows, gaussian_multiplier, isotropic_release
-from participant.learning.strategies.protopfl import ProtoPflStrategy
+from secfpp.crypto.dp.groupwise import class_sums, clip_rows, gaussian_multiplier, isotropic_release
+from secfpp.participant.learning.strategies.protopfl import ProtoPflStrategy
 
 __all__ = ["IgppStrategy"]
 

@@ -26,9 +26,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from crypto.dp import clip_l2, ldp_noisy_gradient
-from crypto.rng import RandomSource
-from participant.learning.errors import LearningConfigError
+from secfpp.crypto.dp import clip_l2, ldp_noisy_gradient
+from secfpp.crypto.rng import RandomSource
+from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = [
     "LowRank",

@@ -31,15 +31,15 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import cross_entropy
 
-from crypto.dp import LedgerRecord, compose_epsilon
-from participant.learning.errors import LearningConfigError
-from participant.learning.prototypes import (
+from secfpp.crypto.dp import LedgerRecord, compose_epsilon
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.prototypes import (
     ResidualAdapter,
     combined_logits,
     decode_block,
     encode_block,
 )
-from participant.learning.strategies.base import RoundOutput, Strategy, StrategyConfig
+from secfpp.participant.learning.strategies.base import RoundOutput, Strategy, StrategyConfig
 
 __all__ = ["ProtoPflConfig", "ProtoPflStrategy", "union_rows"]
 

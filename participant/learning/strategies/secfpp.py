@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from participant.learning.strategies.base import Strategy
+from secfpp.participant.learning.strategies.base import Strategy
 
 __all__ = ["SecFppStrategy"]
 

@@ -28,7 +28,7 @@ import torch
 from numpy.typing import NDArray
 from torch.nn.functional import cross_entropy
 
-from crypto.dp.groupwise import (
+from secfpp.crypto.dp.groupwise import (
     GroupwiseNoise,
     class_sums,
     discriminative_scores,
@@ -40,10 +40,10 @@ from crypto.dp.groupwise import (
     laplace_top_k,
     vpp_release,
 )
-from participant.learning.errors import LearningConfigError
-from participant.learning.prototypes import distillation_loss, soft_clip
-from participant.learning.strategies.base import StrategyConfig
-from participant.learning.strategies.protopfl import ProtoPflConfig, ProtoPflStrategy
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.prototypes import distillation_loss, soft_clip
+from secfpp.participant.learning.strategies.base import StrategyConfig
+from secfpp.participant.learning.strategies.protopfl import ProtoPflConfig, ProtoPflStrategy
 
 __all__ = ["VpdrConfig", "VpdrStrategy"]
 

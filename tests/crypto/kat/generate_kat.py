@@ -1,9 +1,9 @@
 """Generate known-answer vectors for field arithmetic, quantization and LCC.
 
-The oracle is independent of ``crypto.field``/``crypto.lcc``: field arithmetic and
+The oracle is independent of ``secfpp.crypto.field``/``secfpp.crypto.lcc``: field arithmetic and
 Lagrange interpolation come from ``galois`` (``galois.GF``, ``galois.lagrange_poly``),
 quantization from plain Python integers and ``fractions``. Only the randomness is shared
-with the code under test: the masks are read from ``crypto.rng.DeterministicRandom``
+with the code under test: the masks are read from ``secfpp.crypto.rng.DeterministicRandom``
 exactly as ``LagrangeCode.share`` consumes it (``field_elements(p, (T, L))``), which is
 itself pinned by a raw-bytes vector here. The masks are the sharing polynomial's values
 at the first ``T`` participants' points ``alpha_0..alpha_{T-1}`` (see ``crypto/lcc.py``),
@@ -22,7 +22,7 @@ from pathlib import Path
 import galois
 import numpy as np
 
-from crypto.rng import DeterministicRandom
+from secfpp.crypto.rng import DeterministicRandom
 
 OUT = Path(__file__).with_name("vectors.json")
 PRIMES = [65537, 2**31 - 1, 2**61 - 1]

@@ -1,6 +1,6 @@
 """Fixtures for the learning tests: a tiny registered open_clip config, toy images on disk.
 
-Until ``participant.backbones`` lands on main, the ``tiny-test`` architecture is registered
+Until ``secfpp.participant.backbones`` lands on main, the ``tiny-test`` architecture is registered
 here from a copy of its JSON (same name, same numbers); afterwards the package's own
 registration is used.
 """
@@ -16,7 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from participant.learning.backbone import Backbone, load_backbone
+from secfpp.participant.learning.backbone import Backbone, load_backbone
 
 TINY = "tiny-test"
 TINY_CONFIG = {
@@ -35,7 +35,7 @@ def _one_thread() -> None:
 @pytest.fixture(scope="session")
 def tiny_model_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     try:
-        from participant.backbones import register_offline_models
+        from secfpp.participant.backbones import register_offline_models
     except ImportError:
         if TINY not in open_clip.list_models():
             config_dir = tmp_path_factory.mktemp("model_configs")

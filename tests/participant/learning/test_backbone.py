@@ -10,9 +10,9 @@ import open_clip
 import pytest
 import torch
 
-from participant.learning.backbone import Backbone, load_backbone
-from participant.learning.errors import BackboneLoadError, LearningConfigError
-from participant.learning.runtime import configure_threads, resolve_device
+from secfpp.participant.learning.backbone import Backbone, load_backbone
+from secfpp.participant.learning.errors import BackboneLoadError, LearningConfigError
+from secfpp.participant.learning.runtime import configure_threads, resolve_device
 
 from .conftest import TINY_CONFIG
 
@@ -195,7 +195,7 @@ def test_shape_check_logs_nothing_about_its_throwaway_model(
     tiny_backbone: Backbone, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The meta-device build must not log open_clip's "Model initialized randomly"."""
-    from participant.learning.checkpoints import check_checkpoint_shapes
+    from secfpp.participant.learning.checkpoints import check_checkpoint_shapes
 
     path = tmp_path / "own.pt"
     torch.save(tiny_backbone.model.state_dict(), path)

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from participant.learning.backbone import Backbone
-from participant.learning.data import (
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.data import (
     load_dataset,
     read_class_list,
     read_csv_dataset,
     read_image_folder,
     split_dataset,
 )
-from participant.learning.errors import DatasetError, LearningConfigError
+from secfpp.participant.learning.errors import DatasetError, LearningConfigError
 
 from .conftest import COLOURS, write_toy_images
 

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from coordinator.config import SPLIT_DEFAULTS, ClusteringPolicy, FederationCreate
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.features import FeatureSet
-from participant.learning.reduction import JLReduction, data_signal
-from participant.learning.strategies import get_strategy
-from participant.trainer import PromptTrainer
+from secfpp.coordinator.federations.config import SPLIT_DEFAULTS, ClusteringPolicy, FederationCreate
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.features import FeatureSet
+from secfpp.participant.learning.reduction import JLReduction, data_signal
+from secfpp.participant.learning.strategies import get_strategy
+from secfpp.participant.trainer import PromptTrainer
 
 E, R = 24, 16
 

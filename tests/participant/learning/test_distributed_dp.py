@@ -23,12 +23,12 @@ import torch
 from pydantic import ValidationError
 from scipy import optimize
 
-from coordinator.config import CryptoConfig, FederationCreate
-from crypto.dp.distributed import DistributedNoise
-from crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
-from crypto.errors import ParameterError
 from demo.simulation import ParticipantData, RoundRecord, SimulationConfig, simulate
-from participant.learning import FeatureSet, configure_threads, load_backbone
+from secfpp.coordinator.federations.config import CryptoConfig, FederationCreate
+from secfpp.crypto.dp.distributed import DistributedNoise
+from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
+from secfpp.crypto.errors import ParameterError
+from secfpp.participant.learning import FeatureSet, configure_threads, load_backbone
 
 Z = 2.0
 DELTA = 1e-5

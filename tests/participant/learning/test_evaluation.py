@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.evaluation import accuracy
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.evaluation import accuracy
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 
 def test_accuracy_of_the_text_features_themselves_is_one(tiny_backbone: Backbone) -> None:

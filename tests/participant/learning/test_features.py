@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from participant.learning.backbone import Backbone
-from participant.learning.data import read_image_folder
-from participant.learning.features import FeatureCache, compute_features, preprocess_fingerprint
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.data import read_image_folder
+from secfpp.participant.learning.features import (
+    FeatureCache,
+    compute_features,
+    preprocess_fingerprint,
+)
 
 from .conftest import write_toy_images
 
@@ -78,7 +82,7 @@ def test_changed_dataset_invalidates(
 def test_other_backbone_weights_invalidate(
     toy_folder: Path, tiny_backbone: Backbone, tiny_model_name: str, tmp_path: Path
 ) -> None:
-    from participant.learning.backbone import load_backbone
+    from secfpp.participant.learning.backbone import load_backbone
 
     other = load_backbone(
         tiny_model_name, None, device="cpu", init_seed=1, allow_random_weights=True

@@ -18,23 +18,23 @@ import torch
 from pydantic import ValidationError
 from torch.nn.functional import log_softmax
 
-from coordinator.config import FederationConfig, FederationCreate
-from coordinator.rounds.protocol import planned_releases
-from coordinator.rounds.state import RoundState
-from crypto.aggregation import prepare_update
-from crypto.clustering import Membership
-from crypto.dp import calibrate_noise_multiplier, check_budget, epsilon_for, epsilon_spent
-from crypto.dp.ledger import LedgerRecord
-from crypto.errors import ParameterError, PrivacyBudgetError
-from crypto.quantize import lift
-from crypto.rng import DeterministicRandom
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.features import FeatureSet
-from participant.learning.prompt_learner import PromptLearner
-from participant.learning.strategies import FedDpaStrategy, get_strategy
-from participant.learning.strategies.feddpa_fisher import (
+from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
+from secfpp.coordinator.rounds.protocol import planned_releases
+from secfpp.coordinator.rounds.state import RoundState
+from secfpp.crypto.aggregation import prepare_update
+from secfpp.crypto.clustering import Membership
+from secfpp.crypto.dp import calibrate_noise_multiplier, check_budget, epsilon_for, epsilon_spent
+from secfpp.crypto.dp.ledger import LedgerRecord
+from secfpp.crypto.errors import ParameterError, PrivacyBudgetError
+from secfpp.crypto.quantize import lift
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.features import FeatureSet
+from secfpp.participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.strategies import FedDpaStrategy, get_strategy
+from secfpp.participant.learning.strategies.feddpa_fisher import (
     constraint_gradient,
     constraint_terms,
     empirical_fisher,
@@ -43,8 +43,8 @@ from participant.learning.strategies.feddpa_fisher import (
     layerwise_normalize,
     personalize,
 )
-from participant.protocol import crypto_params, distributed_noise
-from participant.trainer import PromptTrainer, strategy_settings
+from secfpp.participant.protocol import crypto_params, distributed_noise
+from secfpp.participant.trainer import PromptTrainer, strategy_settings
 
 N_CTX, CLASSES = 4, ("zero", "one", "two")
 

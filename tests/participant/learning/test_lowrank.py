@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from crypto.rng import DeterministicRandom
-from participant.learning.errors import LearningConfigError
-from participant.learning.strategies.lowrank import (
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.strategies.lowrank import (
     LowRank,
     orthonormalize,
     power_factorize,

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.prompt_learner import PromptLearner
 
 CLASSES = ("red", "green", "light_blue")
 

@@ -12,30 +12,30 @@ import numpy as np
 import pytest
 import torch
 
-from coordinator.config import FederationCreate
-from crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
-from crypto.dp.groupwise import class_sums
-from crypto.params import CryptoParams
-from crypto.rng import DeterministicRandom
 from demo import simulation
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.features import FeatureSet
-from participant.learning.prototypes import (
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
+from secfpp.crypto.dp.groupwise import class_sums
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.features import FeatureSet
+from secfpp.participant.learning.prototypes import (
     combined_logits,
     decode_block,
     distillation_loss,
     encode_block,
     soft_clip,
 )
-from participant.learning.strategies import (
+from secfpp.participant.learning.strategies import (
     IgppStrategy,
     ProtoPflStrategy,
     VpdrStrategy,
     get_strategy,
 )
-from participant.trainer import strategy_settings
+from secfpp.participant.trainer import strategy_settings
 
 CLASSES = ("zero", "one", "two")
 D = 32  # tiny-test embed_dim

@@ -13,17 +13,17 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from coordinator.config import FederationCreate, PrototypeConfig
-from crypto.rng import DeterministicRandom
 from demo import simulation
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.features import FeatureSet
-from participant.learning.prototypes import decode_block
-from participant.learning.strategies import ProtoPflStrategy, get_strategy
-from participant.learning.strategies.protopfl import union_rows
-from participant.trainer import strategy_settings
+from secfpp.coordinator.federations.config import FederationCreate, PrototypeConfig
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.features import FeatureSet
+from secfpp.participant.learning.prototypes import decode_block
+from secfpp.participant.learning.strategies import ProtoPflStrategy, get_strategy
+from secfpp.participant.learning.strategies.protopfl import union_rows
+from secfpp.participant.trainer import strategy_settings
 
 D = 32  # tiny-test embed_dim
 UNION = ("0", "1", "a", "b", "c")

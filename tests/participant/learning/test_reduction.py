@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from participant.learning.backbone import Backbone
-from participant.learning.errors import LearningConfigError
-from participant.learning.reduction import (
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.reduction import (
     JLReduction,
     TokenPCAReduction,
     get_reduction,

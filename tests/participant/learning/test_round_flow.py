@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-import participant.learning as learning
-import participant.learning.strategies
-from crypto.aggregation import clip_update
-from crypto.rng import DeterministicRandom
-from participant.learning.backbone import Backbone
+import secfpp.participant.learning as learning
+import secfpp.participant.learning.strategies
+from secfpp.crypto.aggregation import clip_update
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.learning.backbone import Backbone
 
 from .conftest import write_toy_images
 
@@ -62,6 +62,6 @@ def test_two_participants_two_rounds(tiny_backbone: Backbone, tmp_path: Path) ->
 
 
 def test_docstring_examples() -> None:
-    result = doctest.testmod(participant.learning.strategies)
+    result = doctest.testmod(secfpp.participant.learning.strategies)
     assert result.attempted > 0
     assert result.failed == 0

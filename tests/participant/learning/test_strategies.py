@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from crypto.rng import DeterministicRandom
-from participant.learning.backbone import Backbone
-from participant.learning.data import read_image_folder
-from participant.learning.errors import LearningConfigError
-from participant.learning.features import FeatureCache, FeatureSet
-from participant.learning.prompt_learner import PromptLearner
-from participant.learning.strategies import (
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.participant.learning.backbone import Backbone
+from secfpp.participant.learning.data import read_image_folder
+from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.features import FeatureCache, FeatureSet
+from secfpp.participant.learning.prompt_learner import PromptLearner
+from secfpp.participant.learning.strategies import (
     STRATEGIES,
     DpFplStrategy,
     GdpParameters,

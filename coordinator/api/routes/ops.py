@@ -7,12 +7,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
 
-from coordinator.api.availability import check_readiness, readiness_document
-from coordinator.api.body import GuardedRoute
-from coordinator.api.deps import MetricsDep, SessionDep, SettingsDep
-from coordinator.api.ops_models import Health, Readiness
-from coordinator.db.engine import make_probe_engine
-from coordinator.db.models import Round
+from secfpp.coordinator.api.availability import check_readiness, readiness_document
+from secfpp.coordinator.api.body import GuardedRoute
+from secfpp.coordinator.api.deps import MetricsDep, SessionDep, SettingsDep
+from secfpp.coordinator.api.schemas.ops import Health, Readiness
+from secfpp.coordinator.db.engine import make_probe_engine
+from secfpp.coordinator.db.models import Round
 
 __all__ = ["router"]
 

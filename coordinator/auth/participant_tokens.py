@@ -22,17 +22,17 @@ from typing import Literal
 from sqlalchemy import ColumnElement, and_, select, update
 from sqlalchemy.orm import Session
 
-from coordinator.db.models import EnrollmentToken, Participant
-from coordinator.errors import ProblemError
-from coordinator.rounds.store import rowcount
-from coordinator.tokens import (
+from secfpp.coordinator.auth.tokens import (
     PARTICIPANT_PREFIX,
     digests_equal,
     hash_token,
     new_token,
     touch_last_used,
 )
-from crypto.rng import RandomSource
+from secfpp.coordinator.db.models import EnrollmentToken, Participant
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds.store import rowcount
+from secfpp.crypto.rng import RandomSource
 
 __all__ = [
     "EnrollmentState",

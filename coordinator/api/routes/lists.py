@@ -15,19 +15,11 @@ from fastapi import APIRouter, Depends
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from coordinator.api.body import GuardedRoute
-from coordinator.api.deps import SessionDep, require_admin
-from coordinator.api.models import (
-    FederationOut,
-    FederationPage,
-    FederationStatus,
-    ParticipantPage,
-    ParticipantSummary,
-    RoundPage,
-    RoundSummary,
-)
-from coordinator.api.openapi import problems
-from coordinator.api.params import (
+from secfpp.coordinator.api.body import GuardedRoute
+from secfpp.coordinator.api.deps import SessionDep, require_admin
+from secfpp.coordinator.api.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
+from secfpp.coordinator.api.openapi import problems
+from secfpp.coordinator.api.params import (
     Cursor,
     FederationCursor,
     FederationId,
@@ -37,11 +29,19 @@ from coordinator.api.params import (
     read_federation_cursor,
     read_int_cursor,
 )
-from coordinator.config import FederationConfig
-from coordinator.db.models import Federation, Participant
-from coordinator.federations import enrolled_count, get_federation
-from coordinator.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
-from coordinator.rounds import history, store
+from secfpp.coordinator.api.schemas.federations import (
+    FederationOut,
+    FederationPage,
+    FederationStatus,
+    ParticipantPage,
+    ParticipantSummary,
+    RoundPage,
+    RoundSummary,
+)
+from secfpp.coordinator.db.models import Federation, Participant
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.federations.service import enrolled_count, get_federation
+from secfpp.coordinator.rounds import history, store
 
 __all__ = ["federation_out", "router"]
 

@@ -1,6 +1,6 @@
 """Admin routes: federations, enrollment tokens, rounds. Every route needs the admin token.
 
-The paged lists (federations, rounds, participants) are in :mod:`coordinator.api.lists`.
+The paged lists (federations, rounds, participants) are in :mod:`coordinator.api.routes.lists`.
 """
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, status
 
-from coordinator.api.body import GuardedRoute
-from coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
-from coordinator.api.lists import federation_out
-from coordinator.api.models import (
+from secfpp.coordinator.api.body import GuardedRoute
+from secfpp.coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
+from secfpp.coordinator.api.params import FederationId, RoundNumber
+from secfpp.coordinator.api.routes.lists import federation_out
+from secfpp.coordinator.api.schemas.federations import (
     AbortRequest,
     EnrollmentTokens,
     EnrollmentTokensRequest,
@@ -20,17 +21,16 @@ from coordinator.api.models import (
     FederationOut,
     RoundStatus,
 )
-from coordinator.api.params import FederationId, RoundNumber
-from coordinator.config import FederationCreate
-from coordinator.federations import (
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.coordinator.federations.service import (
     create_federation,
     federation_config,
     get_federation,
     issue_enrollment_tokens,
 )
-from coordinator.rounds import service, store, views
-from coordinator.rounds.driver import RoundDriver
-from coordinator.rounds.participant_metrics import federation_metrics
+from secfpp.coordinator.rounds import service, store, views
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.rounds.participant_metrics import federation_metrics
 
 __all__ = ["router"]
 

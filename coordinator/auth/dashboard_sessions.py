@@ -38,11 +38,11 @@ from fastapi import Request
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from coordinator.admin_tokens import SETTINGS_TOKEN_NAME
-from coordinator.db.models import AdminToken, DashboardSession
-from coordinator.rounds.store import rowcount
-from coordinator.tokens import hash_token
-from crypto.rng import RandomSource, SystemRandom
+from secfpp.coordinator.auth.admin_tokens import SETTINGS_TOKEN_NAME
+from secfpp.coordinator.auth.tokens import hash_token
+from secfpp.coordinator.db.models import AdminToken, DashboardSession
+from secfpp.coordinator.rounds.store import rowcount
+from secfpp.crypto.rng import RandomSource, SystemRandom
 
 __all__ = [
     "COOKIE",

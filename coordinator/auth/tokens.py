@@ -32,7 +32,7 @@ from sqlalchemy import ColumnElement, or_, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from crypto.rng import RandomSource, SystemRandom
+from secfpp.crypto.rng import RandomSource, SystemRandom
 
 __all__ = [
     "ADMIN_PREFIX",

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from crypto.errors import ParameterError
+from secfpp.crypto.errors import ParameterError
 
 __all__ = ["ClientLimits", "GcraLimiter", "RateLimit", "client_key"]
 

@@ -22,10 +22,16 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from coordinator.db.models import AdminToken
-from coordinator.errors import ProblemError
-from coordinator.tokens import ADMIN_PREFIX, digests_equal, hash_token, new_token, touch_last_used
-from crypto.rng import RandomSource
+from secfpp.coordinator.auth.tokens import (
+    ADMIN_PREFIX,
+    digests_equal,
+    hash_token,
+    new_token,
+    touch_last_used,
+)
+from secfpp.coordinator.db.models import AdminToken
+from secfpp.coordinator.errors import ProblemError
+from secfpp.crypto.rng import RandomSource
 
 __all__ = [
     "NAME_PATTERN",

@@ -2,7 +2,7 @@
 
 Every participant must run the same frozen CLIP: prompts, updates and distances only mean
 something in one text embedding space. The federation config names the model and the
-SHA-256 fingerprint of its weights (``participant.learning.backbone.state_fingerprint``:
+SHA-256 fingerprint of its weights (``secfpp.participant.learning.backbone.state_fingerprint``:
 over the loaded tensors, so that a ``.pt`` and a ``.safetensors`` copy of the same weights
 agree); each daemon loads its copy, computes the fingerprint and refuses to train or share
 when either differs (``docs/deployment.md``, "The federation's backbone").

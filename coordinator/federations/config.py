@@ -13,18 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from coordinator import limits
-from coordinator.backbones import (
+from secfpp.coordinator.api import limits
+from secfpp.coordinator.federations.backbones import (
     DEFAULT_MODEL,
     MODEL_NAME_PATTERN,
     BackboneConfig,
     known_fingerprint,
     text_width,
 )
-from crypto.dp.accounting import calibrate_noise_multiplier
-from crypto.dp.distributed import DistributedNoise, with_distributed_headroom
-from crypto.errors import ParameterError
-from crypto.params import CodeSpec, CryptoParams, FieldSpec
+from secfpp.crypto.dp.accounting import calibrate_noise_multiplier
+from secfpp.crypto.dp.distributed import DistributedNoise, with_distributed_headroom
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
 
 __all__ = [
     "BackboneConfig",
@@ -51,7 +51,7 @@ class _Frozen(BaseModel):
 
 
 TINY_OFFLINE_WIDTH = 128
-"""Text width of the default backbone ``tiny-offline`` (coordinator/backbones.json)."""
+"""Text width of the default backbone ``tiny-offline`` (coordinator/federations/backbones.json)."""
 
 
 class CodeSpecModel(_Frozen):
@@ -859,7 +859,7 @@ def _committee_request(size: int | None, n_participants: int) -> bool | int:
     """``CryptoParams.for_federation``'s ``committee``: none (all-to-all) up to
     ``FULL_COMMITTEE_MAX`` participants or when ``size`` is ``N``; automatic above; else
     the size asked for."""
-    from crypto.committee import FULL_COMMITTEE_MAX
+    from secfpp.crypto.committee import FULL_COMMITTEE_MAX
 
     if size is None:
         return n_participants > FULL_COMMITTEE_MAX

@@ -26,9 +26,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from coordinator import limits
-from coordinator.backbones import BackboneConfig
-from coordinator.config import FederationConfig
+from secfpp.coordinator.api import limits
+from secfpp.coordinator.federations.backbones import BackboneConfig
+from secfpp.coordinator.federations.config import FederationConfig
 
 __all__ = [
     "AbortRequest",

@@ -19,15 +19,15 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from coordinator.api.binary import (
+from secfpp.coordinator.api.binary import (
     BINARY_SCHEMA,
     OCTETS,
     SHARES_BODY,
     share_envelopes,
     wants_binary,
 )
-from coordinator.api.body import GuardedRoute, reads_body
-from coordinator.api.deps import (
+from secfpp.coordinator.api.body import GuardedRoute, reads_body
+from secfpp.coordinator.api.deps import (
     CurrentParticipant,
     DriverDep,
     MetricsDep,
@@ -39,7 +39,9 @@ from coordinator.api.deps import (
     limit_enrollment,
     release,
 )
-from coordinator.api.models import (
+from secfpp.coordinator.api.openapi import problems
+from secfpp.coordinator.api.params import ParticipantRef, RoundNumber
+from secfpp.coordinator.api.schemas.federations import (
     BeaconContributionIn,
     BeaconContributionReceipt,
     EnrollRequest,
@@ -55,18 +57,16 @@ from coordinator.api.models import (
     UploadReceipt,
     b64,
 )
-from coordinator.api.openapi import problems
-from coordinator.api.params import ParticipantRef, RoundNumber
-from coordinator.config import FederationConfig
-from coordinator.db.models import Participant, Round
-from coordinator.errors import ProblemError
-from coordinator.federations import enroll as enroll_participant
-from coordinator.rounds import contributions, refusals, uploads, views
-from coordinator.rounds.driver import RoundDriver
-from coordinator.rounds.machine import TERMINAL, Stage
-from coordinator.rounds.participant_metrics import record_metrics
-from coordinator.settings import Settings
-from crypto.wire import pack_inbox
+from secfpp.coordinator.db.models import Participant, Round
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.federations.service import enroll as enroll_participant
+from secfpp.coordinator.rounds import contributions, refusals, uploads, views
+from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.participant_metrics import record_metrics
+from secfpp.coordinator.settings import Settings
+from secfpp.crypto.wire import pack_inbox
 
 __all__ = ["enroll_router", "router"]
 
@@ -433,7 +433,7 @@ def outcome(
     session: SessionDep, driver: DriverDep, participant: Synced, number: RoundNumber
 ) -> RoundOutcome:
     """After publication: the caller's cluster for the next round and its global prompt."""
-    from coordinator.rounds.service import get_round
+    from secfpp.coordinator.rounds.service import get_round
 
     rnd = get_round(session, participant.federation_id, number)
     doc = views.outcome(session, rnd, participant, _config(session, driver, participant))

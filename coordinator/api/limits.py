@@ -1,5 +1,6 @@
 """Every bound the API puts on what a caller may send: one table, used by the request
-models (:mod:`coordinator.config`, :mod:`coordinator.api.models`) and the route
+models (:mod:`coordinator.federations.config`, :mod:`coordinator.api.schemas.federations`) and
+the route
 parameters (:mod:`coordinator.api.params`), so the OpenAPI schema states each range.
 
 Where the numbers come from:
@@ -74,7 +75,7 @@ MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
 
 MAX_PRIME: Final = 4_600_000_000_000_000_000
 """Largest field prime the API accepts. The core takes primes below ``2**62``
-(``crypto.field.MAX_PRIME``); the API stops at ``4.6e18``, a round decimal that is exact
+(``secfpp.crypto.field.MAX_PRIME``); the API stops at ``4.6e18``, a round decimal that is exact
 in a double, so that a client holding a prime as a double and writing its shortest
 decimal (as JavaScript and many JSON libraries do) never writes more than the bound: at
 ``2**62 - 1`` that decimal would read ``4611686018427387904``, which the core must
