@@ -42,6 +42,9 @@ done
 [ ${#roles[@]} -gt 0 ] || roles=(coordinator participant)
 TAG=${TAG:-latest}
 BASE_TAG=localhost/secfpp-base:bookworm-py311
+# How long each image took to build (image:src-<hash>, seconds, date), so that a report of an
+# up-to-date image still names its build time.
+TIMES=${XDG_CACHE_HOME:-$HOME/.cache}/secfpp/build-times.tsv
 CPU_INDEX=https://download.pytorch.org/whl/cpu
 
 say() { printf '[build %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -247,7 +250,10 @@ build_one() {
         say "$image:src-$hash is up to date"
         [ "$TAG" = "src-$hash" ] || tag_image "$image:src-$hash" "$image:$TAG"
         [ -z "${variant:-}" ] || tag_image "$image:src-$hash" "$image:$TAG-$variant"
-        BUILT+=("$role|$image:src-$hash|cached|")
+        local recorded
+        recorded=$(awk -F'\t' -v k="$image:src-$hash" '$1 == k {s = $2 " s, " $3} END {print s}' \
+            "$TIMES" 2>/dev/null || true)
+        BUILT+=("$role|$image:src-$hash|cached${recorded:+ (built in $recorded)}|${variant:-}")
         return
     fi
     say "building $image:$TAG (sources $hash) with $BUILDER"
@@ -264,6 +270,8 @@ build_one() {
     fi
     seconds=$(( $(date +%s) - start ))
     say "$image built in $seconds s"
+    mkdir -p "$(dirname "$TIMES")"
+    printf '%s\t%s\t%s\n' "$image:src-$hash" "$seconds" "$(date -u '+%Y-%m-%d %H:%M UTC')" >>"$TIMES"
     [ -z "${variant:-}" ] || tag_image "$image:src-$hash" "$image:$TAG-$variant"
     prune_old "$image" "src-$hash"
     BUILT+=("$role|$image:src-$hash|$seconds|${variant:-}")

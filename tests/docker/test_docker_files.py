@@ -176,7 +176,8 @@ def test_each_image_installs_its_extra(role: str) -> None:
 
 def test_every_data_file_of_the_installed_packages_is_package_data() -> None:
     """The images install the project non-editable: a file the code reads at run time (e.g.
-    coordinator/federations/backbones.json) lands in site-packages only when package-data names it."""
+    coordinator/federations/backbones.json) lands in site-packages only when package-data
+    names it."""
     import fnmatch
     import subprocess
 
