@@ -231,6 +231,8 @@ torch_variant() {
     else
         say "PyTorch's CPU wheel index ($CPU_INDEX) is unreachable from here: building the" \
             "participant with PyPI's CUDA torch wheel (TORCH=cuda; set TORCH=cpu to insist)"
+        echo "The participant is the CUDA variant: PyTorch's CPU wheel index was unreachable" \
+            "from this machine, and TORCH was not set." >"$TORCH_NOTE_FILE"
         echo cuda
     fi
 }
@@ -355,6 +357,8 @@ describe() {
     fi
 }
 
+TORCH_NOTE_FILE=$(mktemp)
+TO_REMOVE+=("$TORCH_NOTE_FILE")
 BUILT=()
 REPORT_ROWS=()
 REPORT_PARTS=()
@@ -368,6 +372,7 @@ for entry in "${BUILT[@]}"; do
     describe "$role" "$image" "$seconds" "$variant"
 done
 total=$(( $(date +%s) - total_start ))
+TORCH_NOTE=$(cat "$TORCH_NOTE_FILE")
 say "done in $total s"
 
 if [ -n "$report" ]; then
@@ -389,7 +394,9 @@ HEADER
             "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
         echo
         echo "Command: \`bash docker/build.sh $( [ "$if_changed" = 1 ] && echo '--if-changed ')${roles[*]}\`" \
-            "(total $total s${BASE_SECONDS:+, of which the debootstrap base $BASE_SECONDS s})."
+            "(total $total s${BASE_SECONDS:+, of which the debootstrap base $BASE_SECONDS s});" \
+            "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores when it ended."
+        [ -z "$TORCH_NOTE" ] || echo "$TORCH_NOTE"
         echo
         echo "| image | build s | size MiB | base MiB | added MiB |"
         echo "| --- | ---: | ---: | ---: | ---: |"
