@@ -41,7 +41,7 @@ from secfpp.crypto.secpc import plaintext_distances
 
 __all__ = ["main", "replay"]
 
-SETTINGS = ("single", "two-domain", "unequal", "three-domain")
+SETTINGS = ("single", "two-domain", "unequal", "three-domain")  # the default settings
 
 
 def replay(
@@ -87,7 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.signal_replay", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=list(SETTINGS),
+        help="built-in settings or domain texts joined by '+' (registered names, NAME=FOLDER, "
+        "NAME=FILE.csv; '@SHARE' for unequal groups); one domain: false splits",
+    )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 5.0])
@@ -102,11 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.rounds, args.alphas, args.sizes, args.images = 2, 3, [0.5], [10], 60
     from bench.accuracy import _participants
-    from demo.partition import setting_partition
+    from demo.partition import resolve_setting, setting_partition
     from secfpp.coordinator.config import ClusteringPolicy
     from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
     from secfpp.participant.learning import configure_threads, data_signal, load_backbone
 
+    try:
+        specs = {setting: resolve_setting(setting) for setting in args.settings}
+    except ValueError as exc:
+        raise SystemExit(f"--settings: {exc}") from None
     threshold, fraction, ratio = ClusteringPolicy(
         split_threshold=args.split_threshold,
         probe_fraction=args.probe_fraction,
@@ -143,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                     domains = [d.group for d in data]
                     cases.append(_case(replay(x, domains, config, rounds=args.rounds), domains))
                 row: dict[str, Any] = {"setting": setting, "alpha": alpha, "participants": size}
-                if setting == "single":
+                if len(specs[setting].domains) == 1:
                     row["false_splits"] = sum(c["false_split"] for c in cases)
                     text = f"false splits {row['false_splits']} of {len(cases)}"
                 else:
