@@ -140,14 +140,22 @@ def run_unit(
     images: int,
     test_images: int,
     alpha: float,
+    min_size: int = 10,
 ) -> dict[str, Any]:
-    """Every method on one setting and seed: ``{"setting", "seed", "methods": {m: run}}``."""
+    """Every method on one setting and seed: ``{"setting", "seed", "description", "domains",
+    "participants": {name: true domain}, "methods": {m: run}}`` (``min_size``: the fewest
+    images a participant gets, :func:`demo.partition.dirichlet_split`)."""
     logging.getLogger("absl").setLevel(logging.ERROR)  # RDP order warnings are harmless
     started, started_cpu = time.monotonic(), time.process_time()
     backbone = _backbone()
     total = images + test_images
     built = setting_partition(
-        setting, participants, alpha=alpha, seed=seed, images_per_participant=total
+        setting,
+        participants,
+        alpha=alpha,
+        seed=seed,
+        images_per_participant=total,
+        min_size=min_size,
     )
     data = _participants(
         built.parts, backbone, per_participant=total, seed=seed, train_fraction=images / total
@@ -158,6 +166,7 @@ def run_unit(
         "seed": seed,
         "description": spec.description,
         "domains": list(spec.domains),
+        "participants": {d.name: d.group for d in data},
         "methods": {},
     }
     for method in methods:

@@ -112,11 +112,14 @@ def load_domain(name: str, split: Split = "train", *, seed: int = 0) -> DomainDa
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-def resolve_domain(text: str, *, base: Path | None = None) -> DomainSpec:
+def resolve_domain(
+    text: str, *, base: Path | None = None, prompt_template: str | None = None
+) -> DomainSpec:
     """The spec named by a domain text (module docstring), registering a folder or CSV.
 
     ``base`` is the folder relative paths are read from (a spec file's folder; default: the
-    working directory).
+    working directory); ``prompt_template`` is a new folder or CSV domain's zero-shot prompt
+    (default ``"a photo of a {}."``).
 
     Raises:
         ValueError: unknown name, missing path, or a path that is neither a folder nor ``.csv``.
@@ -143,10 +146,11 @@ def resolve_domain(text: str, *, base: Path | None = None) -> DomainSpec:
             f"Domain {text!r}: the name {name!r} may only hold letters, digits, '_', '.', '-'; "
             "give one as NAME=PATH"
         )
+    template = prompt_template or "a photo of a {}."
     if path.is_dir():
-        spec = folder_domain(name, path)
+        spec = folder_domain(name, path, prompt_template=template)
     elif path.suffix.lower() == ".csv":
-        spec = csv_domain(name, path)
+        spec = csv_domain(name, path, prompt_template=template)
     else:
         raise ValueError(f"Domain {text!r}: {path} is neither a folder nor a .csv file")
     return register_domain(spec)
