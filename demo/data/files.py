@@ -189,7 +189,11 @@ def _read_folder(root: Path, size: int) -> _Decoded:
 
 
 def folder_domain(
-    name: str, root: Path, *, prompt_template: str = "a photo of a {}.", size: int = IMAGE_SIZE
+    name: str,
+    root: Path | str,
+    *,
+    prompt_template: str = "a photo of a {}.",
+    size: int = IMAGE_SIZE,
 ) -> DomainSpec:
     """A :data:`~demo.data.base.USER` domain from ``root/<class>/<image>`` (module docstring).
 
@@ -280,7 +284,11 @@ def _read_csv(path: Path, size: int) -> _Decoded:
 
 
 def csv_domain(
-    name: str, path: Path, *, prompt_template: str = "a photo of a {}.", size: int = IMAGE_SIZE
+    name: str,
+    path: Path | str,
+    *,
+    prompt_template: str = "a photo of a {}.",
+    size: int = IMAGE_SIZE,
 ) -> DomainSpec:
     """A :data:`~demo.data.base.USER` domain from a CSV file (module docstring); class names are
     the labels, sorted. Every row is read now (and cached).
