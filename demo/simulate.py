@@ -194,7 +194,7 @@ def _check(spec: SimulateSpec) -> tuple[str, int]:
     """
     from bench.accuracy_methods import METHODS
     from demo.data.registry import resolve_domain
-    from secfpp.coordinator.config import ClusteringPolicy
+    from secfpp.coordinator.federations.config import ClusteringPolicy
 
     if not spec.domains:
         raise ValueError("no domains: give --domain (repeatable) or 'domains' in --spec")
