@@ -695,8 +695,8 @@ class Attestations(_Model):
     )
     poll_after_s: float = Field(
         description="Seconds the caller should wait before asking again while it has too "
-        "few (participants / task_poll_rate, at most 60, and at most a tenth of the shortest "
-        "stage deadline), as GET /me/task suggests to a waiting participant."
+        "few (stage participants, N or the committee size, / task_poll_rate, at most 60, "
+        "and at most a tenth of the shortest stage deadline)."
     )
 
 

@@ -480,8 +480,8 @@ def read_attestations(
     MACs, by sender), and how long to wait before asking again."""
     config = _config(session, driver, participant)
     d = config.deadlines
-    wait = views.waiting_poll_after(
-        config.n_participants,
+    wait = views.waiting_poll_after(  # only the stage's P participants poll this
+        config.crypto.committee_size or config.n_participants,
         settings.task_poll_rate,
         min(d.sharing_s, d.distances_s, d.aggregation_s),
     )
