@@ -14,8 +14,9 @@ request per round and stage, across restarts too (the MACs are deterministic: a 
 daemon re-sends the same attestation); the result is uploaded only once the participant
 holds valid attestations of that digest from ``Q`` stage participants
 (:attr:`crypto.params.CryptoParams.attestation_quorum`), polled at the coordinator's
-``poll_after_s`` hint. Past the stage's deadline without a quorum it refuses
-(``no_quorum``).
+``poll_after_s`` hint. When the stage's deadline (``seconds_left``, by the coordinator's
+clock) comes before its next poll without a quorum it refuses (``no_quorum``); a stage
+that closed first is recorded as refused ``no_quorum`` too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -155,7 +155,6 @@ class Engine:
         poll_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[str], None] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.client = client
         self.state = state
@@ -163,7 +162,6 @@ class Engine:
         self.rng = rng or SystemRandom()
         self.poll_s = poll_s
         self._sleep = sleep
-        self._clock = clock
         self._waiting: dict[str, Any] | None = None
         """Set by a step that waits for its quorum of attestations: the last answer of
         the attestation read (its ``poll_after_s`` paces the next poll)."""
@@ -572,7 +570,20 @@ class Engine:
             progress[sent_key] = digest
             self._commit(number, progress)
             self._say(f"round {number}: {stage} request attested to {len(macs)} participants")
-        doc = self.client.attestations(number, stage)
+        try:
+            doc = self.client.attestations(number, stage)
+        except RequestRefusedError as exc:
+            if exc.code in MOVED_ON and not progress.get(f"{stage}_refusal"):
+                # The stage closed (its deadline passed) before a quorum: recorded, not sent.
+                progress[f"{stage}_refusal"] = {
+                    "request": digest,
+                    "reason": "no_quorum",
+                    "message": f"the stage closed before a quorum of attestations ({exc.code})",
+                    "senders": [],
+                    "sent": False,
+                }
+                self._commit(number, progress)
+            raise
         items = []
         for entry in doc.get("attestations", []):
             try:
@@ -597,8 +608,9 @@ class Engine:
             progress[quorum_key] = sorted(valid)
             self._commit(number, progress)
             return True
-        deadline = task.get("deadline")
-        if deadline is not None and self._clock() >= datetime.fromisoformat(str(deadline)):
+        left = doc.get("seconds_left")
+        if isinstance(left, int | float) and left <= poll_interval(doc, self.poll_s):
+            # By the coordinator's clock the deadline comes before the next poll.
             error = RefusalError(
                 "no_quorum",
                 f"only {len(valid)} of the {quorum} attestations of this {stage} request "

@@ -698,6 +698,11 @@ class Attestations(_Model):
         "few (stage participants, N or the committee size, / task_poll_rate, at most 60, "
         "and at most a tenth of the shortest stage deadline)."
     )
+    seconds_left: float | None = Field(
+        description="Seconds until the stage's deadline by the coordinator's clock (null: "
+        "none). A participant whose quorum is not complete when fewer seconds are left than "
+        "its next poll would take refuses the request (`no_quorum`)."
+    )
 
 
 class Inbox(_Model):

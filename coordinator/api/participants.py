@@ -472,12 +472,14 @@ def read_attestations(
     session: SessionDep,
     driver: DriverDep,
     settings: SettingsDep,
+    now: Now,
     participant: Synced,
     number: RoundNumber,
     stage: CodedStage,
 ) -> Attestations:
     """Every attestation addressed to the caller for the round's current coded stage (its
-    MACs, by sender), and how long to wait before asking again."""
+    MACs, by sender), how long to wait before asking again, and how long the stage has
+    left."""
     config = _config(session, driver, participant)
     d = config.deadlines
     wait = views.waiting_poll_after(  # only the stage's P participants poll this
@@ -485,7 +487,7 @@ def read_attestations(
         settings.task_poll_rate,
         min(d.sharing_s, d.distances_s, d.aggregation_s),
     )
-    return attestations.addressed_to(session, participant, number, Stage(stage), wait)
+    return attestations.addressed_to(session, participant, number, Stage(stage), wait, now)
 
 
 @router.get(

@@ -124,12 +124,19 @@ def accept(
 
 
 def addressed_to(
-    session: Session, participant: Participant, number: int, stage: Stage, poll_after_s: float
+    session: Session,
+    participant: Participant,
+    number: int,
+    stage: Stage,
+    poll_after_s: float,
+    now: datetime,
 ) -> Attestations:
     """Every attestation addressed to ``participant`` for ``stage`` of round ``number``
-    (the round's current stage; ``wrong_stage`` otherwise), ordered by sender."""
+    (the round's current stage; ``wrong_stage`` otherwise), ordered by sender, with the
+    seconds left until the stage's deadline at ``now``."""
     me = participant.lcc_index
     rnd = _stage_round(session, participant, number, stage)
+    left = None if rnd.deadline is None else (rnd.deadline - now).total_seconds()
     rows = session.execute(
         select(Attestation.sender, Attestation.digest, Attestation.mac)
         .where(
@@ -147,4 +154,5 @@ def addressed_to(
         recipient=me,
         attestations=items,
         poll_after_s=poll_after_s,
+        seconds_left=left,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.protocol import committee_of, peer_keys
 from secfpp.participant.state import StateDir
+from tests.coordinator.conftest import FakeClock
 from tests.participant.test_engine import ADMIN, GroupTrainer, N, federation
 
 GROUP_B = (5, 6, 7)
@@ -36,9 +37,14 @@ COLLUDER = 0
 
 
 @pytest.fixture
-def http(db_url: str) -> Iterator[TestClient]:
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def http(db_url: str, clock: FakeClock) -> Iterator[TestClient]:
     settings = Settings(database_url=db_url, admin_token="admin-token")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings, clock=clock)) as client:
         yield client
 
 
@@ -188,7 +194,7 @@ def test_honest_rounds_answer_after_a_quorum_of_relayed_attestations(
 
 
 def test_an_equivocating_coordinators_second_request_gets_no_answer(
-    http: TestClient, db_url: str, tmp_path: Path
+    http: TestClient, db_url: str, tmp_path: Path, clock: FakeClock
 ) -> None:
     """The coordinator shows participants 5-7 the aggregation request without participant
     7 (B) and everybody else the true one (A); the colluder 0 attests B to them too. Group
@@ -215,10 +221,11 @@ def test_an_equivocating_coordinators_second_request_gets_no_answer(
         assert engines[j]._waiting is not None  # polling for attestations
     for j in set(range(N)) - set(GROUP_B):
         assert (1, "aggregation") in engines[j].client.uploads  # type: ignore[attr-defined]
-    # The deadline passes for group B: each refuses, recorded before it is sent.
-    later = datetime.now(UTC) + timedelta(hours=2)
+    # The deadline comes before group B's next poll (by the coordinator's clock): each
+    # refuses, recorded before it is sent.
+    deadline = datetime.fromisoformat(engines[5].client.task()["deadline"])
+    clock.now = deadline - timedelta(seconds=0.5)
     for j in GROUP_B:
-        engines[j]._clock = lambda: later
         engines[j].step()
         refusal = engines[j].progress(1)["aggregation_refusal"]
         assert (refusal["reason"], refusal["sent"]) == ("no_quorum", True)
