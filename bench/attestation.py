@@ -41,7 +41,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from secfpp.coordinator.api.models import (
+from secfpp.coordinator.api.schemas.federations import (
     AttestationIn,
     AttestationOut,
     Attestations,

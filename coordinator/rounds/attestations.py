@@ -20,7 +20,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.models import (
+from secfpp.coordinator.api.schemas.federations import (
     AttestationMac,
     AttestationOut,
     AttestationReceipt,

@@ -20,7 +20,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.models import FederationMetrics, MetricsReceipt, RoundMetrics
+from secfpp.coordinator.api.schemas.federations import (
+    FederationMetrics,
+    MetricsReceipt,
+    RoundMetrics,
+)
 from secfpp.coordinator.db.models import Participant, ParticipantMetric, Round
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.rounds.service import get_round
@@ -49,7 +53,7 @@ def record_metrics(
 ) -> MetricsReceipt:
     """Store ``values`` for round ``number`` of the participant's federation.
 
-    ``values`` were validated by :class:`~coordinator.api.models.MetricsUpload` (names,
+    ``values`` were validated by :class:`~coordinator.api.schemas.federations.MetricsUpload` (names,
     finite numbers, at most 16). Raises ``round_not_found`` when the federation has no
     such round and ``conflicting_upload`` when a name is stored with another value.
     """

@@ -33,10 +33,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.models import UploadReceipt
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.api.schemas.federations import UploadReceipt
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, RoundEvent
 from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.driver import stage_deadline
 from secfpp.coordinator.rounds.machine import UPLOAD_STAGES, Stage

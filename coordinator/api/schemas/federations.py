@@ -26,9 +26,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from secfpp.coordinator import limits
-from secfpp.coordinator.backbones import BackboneConfig
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.api import limits
+from secfpp.coordinator.federations.backbones import BackboneConfig
+from secfpp.coordinator.federations.config import FederationConfig
 
 __all__ = [
     "AbortRequest",
