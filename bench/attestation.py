@@ -116,6 +116,7 @@ def bytes_and_cpu(points: int) -> dict[str, float]:
             AttestationOut(sender=i, digest=DIGEST, mac=b64(m)) for i, m in incoming.items()
         ],
         poll_after_s=1.0,
+        seconds_left=30.0,
     )
     down = len(doc.model_dump_json().encode())
     items = [Attestation(i, DIGEST, m) for i, m in incoming.items()]
