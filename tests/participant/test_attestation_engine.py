@@ -21,14 +21,11 @@ from secfpp.coordinator.db.models import Attestation as AttestationRow
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.attestation import attest
 from secfpp.crypto.refusal import aggregation_request_digest
-from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
-from secfpp.participant.enrollment import enroll
 from secfpp.participant.protocol import committee_of, peer_keys
-from secfpp.participant.state import StateDir
 from tests.coordinator.conftest import FakeClock
-from tests.participant.test_engine import ADMIN, GroupTrainer, N, federation
+from tests.participant.test_engine import ADMIN, GroupTrainer, N, make_engines
 
 GROUP_B = (5, 6, 7)
 """Shown request B (the aggregation set without participant 7) by the equivocator."""
@@ -115,33 +112,9 @@ class Equivocating(Recording):
         return doc
 
 
-def _engines(
-    http: TestClient, tmp_path: Path, clients: dict[int, Recording]
-) -> tuple[str, list[Engine]]:
-    fid, tokens = federation(http)
-    engines = []
-    for n, token in enumerate(tokens):
-        state = StateDir(tmp_path / f"p{n}")
-        client = clients.get(n) or Recording(http)
-        ident = enroll(
-            client,
-            state,
-            coordinator_url="http://testserver",
-            enrollment_token=token,
-            display_name=f"org-{n}",
-            ca_bundle=None,
-            rng=DeterministicRandom(n),
-        )
-        assert ident["index"] == n
-        engines.append(
-            Engine(
-                client,
-                state,
-                GroupTrainer(n),
-                rng=DeterministicRandom(f"e{n}"),
-                sleep=lambda s: None,
-            )
-        )
+def _engines(http: TestClient, tmp_path: Path) -> tuple[str, list[Engine]]:
+    fid, engines = make_engines(http, tmp_path, client_of=Recording)
+    assert [e.index for e in engines] == list(range(N))
     return fid, engines
 
 
@@ -171,7 +144,7 @@ def _status(http: TestClient, fid: str, number: int) -> dict[str, Any]:
 def test_honest_rounds_answer_after_a_quorum_of_relayed_attestations(
     http: TestClient, db_url: str, tmp_path: Path
 ) -> None:
-    fid, engines = _engines(http, tmp_path, {})
+    fid, engines = _engines(http, tmp_path)
     assert engines[0].params.attestation_quorum == 5  # N = 8, T = 1
     assert http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN).status_code == 201
     for _ in range(12):
@@ -201,8 +174,7 @@ def test_an_equivocating_coordinators_second_request_gets_no_answer(
     A holds 5 = Q attestations of A and answers; group B holds 3 + 1 = 4 < Q of B, uploads
     nothing, and past the deadline refuses with ``no_quorum``. The round publishes from
     group A's results."""
-    clients: dict[int, Recording] = {}
-    fid, engines = _engines(http, tmp_path, clients)
+    fid, engines = _engines(http, tmp_path)
     for j in GROUP_B:  # swap in the equivocator's view for group B
         liar = Equivocating(http, engines[COLLUDER])
         liar.token = engines[j].client.token
@@ -244,7 +216,7 @@ def test_attest_once_survives_a_crash(http: TestClient, db_url: str, tmp_path: P
     """A daemon that committed its answer's digest and crashed before its attestation
     reached the coordinator sends the same attestation after a restart; shown another
     request after that, it refuses (``conflicting_request``) and attests nothing more."""
-    fid, engines = _engines(http, tmp_path, {})
+    fid, engines = _engines(http, tmp_path)
     assert http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN).status_code == 201
     victim = engines[6]
     for _ in range(12):
