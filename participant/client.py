@@ -407,6 +407,27 @@ class CoordinatorClient:
         )
         return result
 
+    def attest(
+        self, round_number: int, stage: str, digest: str, macs: dict[int, bytes]
+    ) -> dict[str, Any]:
+        """Attest ``digest`` for ``stage`` to every recipient of ``macs`` (recipient ->
+        MAC, crypto.attestation.attest); the same attestation again is a replay."""
+        path = f"/v1/participants/me/rounds/{round_number}/attestations"
+        body = {
+            "stage": stage,
+            "digest": digest,
+            "macs": [{"recipient": r, "mac": b64e(m)} for r, m in sorted(macs.items())],
+        }
+        result: dict[str, Any] = self._request("POST", path, json=body)
+        return result
+
+    def attestations(self, round_number: int, stage: str) -> dict[str, Any]:
+        """The attestations addressed to this participant for ``stage`` of the round
+        (``attestations``: sender, digest, base64 MAC) and the ``poll_after_s`` hint."""
+        path = f"/v1/participants/me/rounds/{round_number}/attestations/{stage}"
+        result: dict[str, Any] = self._request("GET", path)
+        return result
+
     def refuse(
         self, round_number: int, reason: str, message: str, senders: Sequence[int] = ()
     ) -> dict[str, Any]:
