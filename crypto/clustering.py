@@ -523,9 +523,7 @@ def secpc_step(
     # 1. assign: members keep their cluster; late joiners join the cheapest one.
     assignment, groups = _assign(distances, membership)
     # 2. split: the tested cluster whose passing cut is cleanest, at most one per round.
-    splits, ratios, next_id = _split_step(
-        distances, groups, assignment, membership.next_id, config
-    )
+    splits, ratios, next_id = _split_step(distances, groups, assignment, membership.next_id, config)
     # 3. merge (only in a round without a split): the closest qualifying pair.
     merges = [] if splits else _merge_step(distances, groups, assignment, config)
     # 4. drop empty clusters.
