@@ -10,6 +10,9 @@ may import the surface back, which the graph would show as a cycle through ``__i
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "crypto"
@@ -104,3 +107,30 @@ def test_the_checker_finds_a_deferred_import_cycle(tmp_path: Path) -> None:
     }
     assert find_cycle(graph) == [f"{PACKAGE}.a", f"{PACKAGE}.b", f"{PACKAGE}.a"]
     assert find_cycle({"x": {"y"}, "y": set()}) is None
+
+
+def test_public_surface_names_resolve_lazily_to_their_modules() -> None:
+    """``crypto/__init__`` (the recipes): ``__all__``, the lazy map and the type checker's
+    imports name the same things, each from the module the map says; importing the package
+    loads no submodule."""
+    crypto = importlib.import_module(PACKAGE)
+    home = crypto._HOME
+    assert sorted(crypto.__all__) == sorted(home)
+    tree = ast.parse((CORE / "__init__.py").read_text())
+    typed = {
+        alias.name: node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+        if node.module.startswith(PACKAGE + ".")
+    }
+    assert typed == {name: f"{PACKAGE}.{module}" for name, module in home.items()}
+    for name, module in home.items():
+        value = getattr(crypto, name)
+        assert value is getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)
+    code = (
+        "import sys, secfpp.crypto\n"
+        "print(sorted(m for m in sys.modules if m.startswith('secfpp.crypto.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
