@@ -18,7 +18,6 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from secfpp.coordinator.api.lists import list_federations
-from secfpp.coordinator.api.models import FederationStatus
 from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.dashboard.charts import Cell
 from secfpp.coordinator.dashboard.timeline import RoundLine, round_line
@@ -31,6 +30,7 @@ from secfpp.coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
 from secfpp.coordinator.rounds.participant_metrics import metric_values
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.dp import LedgerRecord, epsilon_by_participant
+from secfpp.wire.messages import FederationStatus
 
 PER_PARTICIPANT_LINES = 20
 
