@@ -36,6 +36,7 @@ from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from secfpp.coordinator.app import create_app
+from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 from secfpp.coordinator.db.migrate import upgrade
 from secfpp.coordinator.db.models import (
@@ -47,7 +48,6 @@ from secfpp.coordinator.db.models import (
 )
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.settings import Settings
-from secfpp.coordinator.tokens import hash_token
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.dp import LedgerRecord, gdp_sigma, mean_sensitivity
 

@@ -6,7 +6,8 @@ For each setting, Dirichlet ``alpha``, federation size and seed, the participant
 mean of their frozen image embeddings, what they share with ``reduction.signal = "data"``),
 and :func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on plaintext distances
 (which the coded path reproduces exactly) from one cluster, with the coordinator's split
-rules for the data signal (``secfpp.coordinator.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
+rules for the data signal
+(``secfpp.coordinator.federations.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
 ``--probe-fraction``, ``--probe-ratio``). No training is involved: the data signal does not
 depend on the prompts. Reported per case:
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds, args.rounds, args.alphas, args.sizes, args.images = 2, 3, [0.5], [10], 60
     from bench.accuracy import _participants
     from demo.partition import setting_partition
-    from secfpp.coordinator.config import ClusteringPolicy
+    from secfpp.coordinator.federations.config import ClusteringPolicy
     from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
     from secfpp.participant.learning import configure_threads, data_signal, load_backbone
 

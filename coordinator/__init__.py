@@ -4,11 +4,14 @@ It relays sealed shares, decodes only the permitted outputs (SecPC distances, cl
 sums) with the crypto core, runs the clustering step and publishes cluster global
 prompts. It holds no key that opens a share and no protocol math of its own.
 
-Layout: :mod:`.settings` (pydantic-settings, cached ``get_settings``), :mod:`.config`
-(a federation's resolved config), :mod:`.app` (factory + lifespan), :mod:`.api`
-(routes per area, ``Annotated`` dependencies, the one error-to-problem mapping),
-:mod:`.rounds` (pure stage machine, transition computations, CAS driver, uploads,
-views), :mod:`.db` (models, engine, Alembic helpers), :mod:`.tls`, :mod:`.cli`.
+Layout, by domain: :mod:`.settings` (the process's settings, from the environment),
+:mod:`.federations` (a federation's configuration, its pinned backbone, enrollment),
+:mod:`.auth` (bearer tokens of every kind, dashboard sessions, rate limits), :mod:`.rounds`
+(pure stage machine, transition computations, CAS driver, uploads, views), :mod:`.api`
+(``routes/`` per area, ``schemas/`` of the bodies, ``Annotated`` dependencies, the body guard,
+the one error-to-problem mapping), :mod:`.dashboard`, :mod:`.jobs` (the decode queue),
+:mod:`.db` (models, engine, Alembic helpers), :mod:`.app` (factory + lifespan), :mod:`.tls`,
+:mod:`.cli`.
 
 API (``/v1``; problem documents ``application/problem+json`` with a stable ``code``):
 

@@ -19,18 +19,18 @@ from datetime import UTC, datetime
 import anyio
 from fastapi import FastAPI
 
-from secfpp.coordinator.api import admin, lifecycle, lists, ops, participants, tokens
 from secfpp.coordinator.api.availability import database_limits, install_outage_handlers
 from secfpp.coordinator.api.body import BodyBudget, RequestBodyGuard
 from secfpp.coordinator.api.docs import install_offline_docs
 from secfpp.coordinator.api.openapi import build_openapi
 from secfpp.coordinator.api.problems import install_problem_handlers
+from secfpp.coordinator.api.routes import admin, lifecycle, lists, ops, participants, tokens
+from secfpp.coordinator.auth.ratelimit import ClientLimits
 from secfpp.coordinator.dashboard import install_dashboard
 from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 from secfpp.coordinator.db.migrate import upgrade
 from secfpp.coordinator.jobs.runner import JobRunner
 from secfpp.coordinator.metrics import Metrics
-from secfpp.coordinator.ratelimit import ClientLimits
 from secfpp.coordinator.rounds.driver import Clock, RoundDriver
 from secfpp.coordinator.settings import Settings, get_settings
 

@@ -26,9 +26,9 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from secfpp.coordinator.app import create_app
-from secfpp.coordinator.config import PROTOTYPE_STRATEGIES, PrototypeConfig
 from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.migrate import upgrade
+from secfpp.coordinator.federations.config import PROTOTYPE_STRATEGIES, PrototypeConfig
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.rng import DeterministicRandom, RandomSource, SystemRandom
 from secfpp.participant.client import CoordinatorClient

@@ -1,4 +1,4 @@
-"""Write ``coordinator/backbones.json``: the text width of every open_clip model the
+"""Write ``coordinator/federations/backbones.json``: the text width of every open_clip model the
 participant daemon can drive, and the weights fingerprint of the shipped backbone.
 
 The coordinator runs without torch and open_clip (docker/coordinator.Dockerfile), so it

@@ -200,6 +200,14 @@ def test_wheel_holds_only_the_deployed_parts(tmp_path: Path) -> None:
     packages = {name for name in top if not name.endswith((".dist-info", ".data"))}
     assert packages == {"secfpp"}
     names = set(archive.namelist())
-    parts = ("crypto/field.py", "coordinator/app.py", "participant/cli.py", "migrations/env.py")
+    parts = (
+        "crypto/field.py",
+        "coordinator/app.py",
+        "coordinator/federations/backbones.json",  # prompt.dim of a pinned backbone
+        "participant/cli.py",
+        "participant/backbones/weights/tiny-offline.pt",
+        "migrations/env.py",
+        "migrations/script.py.mako",
+    )
     for part in parts:
         assert f"secfpp/{part}" in names, part

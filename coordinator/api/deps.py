@@ -1,7 +1,7 @@
 """Dependencies of the routes, as ``Annotated`` aliases.
 
 The engine, session factory, driver, clock, metrics, settings and the per-address rate
-limiters (:class:`~coordinator.ratelimit.ClientLimits`) live on ``app.state``.
+limiters (:class:`~coordinator.auth.ratelimit.ClientLimits`) live on ``app.state``.
 
 Cost per request: FastAPI runs every synchronous dependency in a worker thread of its
 own (a thread hand-off each), so the dependencies that only read ``app.state`` are
@@ -40,13 +40,13 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.admin_tokens import AdminCredential, authenticate_admin
 from secfpp.coordinator.api.body import UNAUTHENTICATED_MAX_BODY, BodyGate, register_gate
+from secfpp.coordinator.auth.admin_tokens import AdminCredential, authenticate_admin
+from secfpp.coordinator.auth.participant_tokens import authenticate_participant
+from secfpp.coordinator.auth.ratelimit import ClientLimits, client_key
 from secfpp.coordinator.db.models import Participant
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.metrics import Metrics
-from secfpp.coordinator.participant_tokens import authenticate_participant
-from secfpp.coordinator.ratelimit import ClientLimits, client_key
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.settings import Settings
 

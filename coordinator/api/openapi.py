@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from secfpp.coordinator.api.models import Problem
+from secfpp.coordinator.api.schemas.federations import Problem
 from secfpp.coordinator.errors import PROBLEM_BASE, PROBLEMS
 
 __all__ = ["API_DESCRIPTION", "PROBLEM_JSON", "TAGS", "build_openapi", "problems"]

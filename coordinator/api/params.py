@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from secfpp.coordinator import limits
+from secfpp.coordinator.api import limits
 
 __all__ = [
     "Cursor",

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from secfpp.coordinator.dashboard.auth import DashboardAuthError
+from secfpp.coordinator.auth.dashboard_sessions import DashboardAuthError
 from secfpp.coordinator.dashboard.routes import FRAGMENTS, PREFIX, links_router, router, templates
 
 __all__ = ["install_dashboard"]

@@ -1,7 +1,8 @@
 """What each dashboard page shows, assembled from the service layer the API uses.
 
-Queries live in the services (:mod:`coordinator.api.lists`, :mod:`coordinator.federations`,
-:mod:`coordinator.participant_tokens`, :mod:`coordinator.rounds.history`,
+Queries live in the services (:mod:`coordinator.api.routes.lists`,
+:mod:`coordinator.federations.service`,
+:mod:`coordinator.auth.participant_tokens`, :mod:`coordinator.rounds.history`,
 :mod:`coordinator.rounds.participant_metrics`, :mod:`coordinator.rounds.store`); this
 module only reshapes their results for the templates. A federation page costs a fixed
 number of queries (about ten), whatever its number of rounds and participants.
@@ -17,14 +18,14 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.lists import list_federations
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.api.limits import MAX_PAGE_LIMIT
+from secfpp.coordinator.api.routes.lists import list_federations
+from secfpp.coordinator.auth.participant_tokens import participants_of
 from secfpp.coordinator.dashboard.charts import Cell
 from secfpp.coordinator.dashboard.timeline import RoundLine, round_line
 from secfpp.coordinator.db.models import Federation, Participant, Round, RoundEvent
-from secfpp.coordinator.federations import get_federation
-from secfpp.coordinator.limits import MAX_PAGE_LIMIT
-from secfpp.coordinator.participant_tokens import participants_of
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.federations.service import get_federation
 from secfpp.coordinator.rounds import history, store
 from secfpp.coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
 from secfpp.coordinator.rounds.participant_metrics import metric_values

@@ -1,6 +1,6 @@
 """The dashboard's routes (HTML, server-rendered) and the API route that mints login links.
 
-Every page needs a dashboard session (:mod:`coordinator.dashboard.auth`); without one a
+Every page needs a dashboard session (:mod:`coordinator.auth.dashboard_sessions`); without one a
 page answers ``303`` to the login form and shows no data, a fragment answers ``401``.
 State-changing requests are POSTs carrying the session's CSRF token.
 """
@@ -16,7 +16,6 @@ from fastapi import APIRouter, Depends, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from secfpp.coordinator.admin_tokens import authenticate_admin
 from secfpp.coordinator.api.body import (
     UNAUTHENTICATED_MAX_BODY,
     BodyGate,
@@ -35,8 +34,8 @@ from secfpp.coordinator.api.deps import (
     in_session,
 )
 from secfpp.coordinator.api.params import FederationId
-from secfpp.coordinator.dashboard import charts, pages
-from secfpp.coordinator.dashboard.auth import (
+from secfpp.coordinator.auth.admin_tokens import authenticate_admin
+from secfpp.coordinator.auth.dashboard_sessions import (
     COOKIE,
     SESSION_TTL_S,
     DashboardAuthError,
@@ -50,13 +49,14 @@ from secfpp.coordinator.dashboard.auth import (
     redeem_link,
     resume_session,
 )
-from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.participant_tokens import (
+from secfpp.coordinator.auth.participant_tokens import (
     get_participant,
     participants_of,
     revoke_participant,
     rotate_participant_token,
 )
+from secfpp.coordinator.dashboard import charts, pages
+from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.rounds import control
 
 __all__ = ["FRAGMENTS", "PREFIX", "links_router", "router", "templates"]

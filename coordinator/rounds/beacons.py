@@ -17,8 +17,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import RoundBeacon
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.crypto.committee import beacon_commitment
 
 BEACON_BYTES = 32

@@ -21,9 +21,9 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import BeaconContribution, Federation, Participant
 from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import beacons, store
 from secfpp.crypto.beacon_mix import (
     BAD_REVEAL,

@@ -62,9 +62,9 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.errors import is_database_unavailable
 from secfpp.coordinator.db.models import CodedResult, Federation, Round
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.metrics import Metrics
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.machine import (

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds.machine import Stage, next_stage
 from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
 from secfpp.crypto.aggregation import decode_cluster_mean

@@ -33,9 +33,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, RoundEvent
 from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.driver import stage_deadline
 from secfpp.coordinator.rounds.machine import UPLOAD_STAGES, Stage

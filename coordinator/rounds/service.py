@@ -19,13 +19,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import Federation, Participant, Round
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.prompts import initial_prompt
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import beacons, contributions, history, lifecycle, store
 from secfpp.coordinator.rounds.driver import stage_deadline
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.prompts import initial_prompt
 from secfpp.coordinator.rounds.protocol import ClusterRow, planned_releases
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.clustering import Membership

@@ -26,8 +26,8 @@ from secfpp.coordinator.db.models import (
     RoundEvent,
     ShareEnvelope,
 )
-from secfpp.coordinator.prompts import decode_prompt, encode_prompt
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.prompts import decode_prompt, encode_prompt
 from secfpp.coordinator.rounds.protocol import ClusterRow
 from secfpp.crypto.dp import LedgerRecord
 

@@ -21,9 +21,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
 from secfpp.coordinator.errors import ProblemError, from_crypto_error
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import store, store_envelopes
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.state import RoundState

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
@@ -22,6 +21,7 @@ from secfpp.coordinator.db.models import (
     ShareEnvelope,
 )
 from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import beacons, store, store_envelopes
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.participant_metrics import round_metrics
@@ -218,7 +218,7 @@ def federation_status(session: Session, federation_id: str) -> FederationStatus:
 
 
 def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
-    """The participant's current task (see :class:`~coordinator.api.models.Task`).
+    """The participant's current task (see :class:`~coordinator.api.schemas.federations.Task`).
 
     ``peers`` (every participant's key, O(N) per answer) is filled only when the action
     needs keys (``share``, ``compute_distances``, ``compute_sums``) or there is no round

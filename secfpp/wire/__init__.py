@@ -7,7 +7,7 @@
 * :mod:`secfpp.wire.headers` - header names and media types.
 
 The coordinator's routes and its round core build these models (the HTTP layer re-exports
-them beside its admin-only schemas, :mod:`secfpp.coordinator.api.models`); the participant
+them beside its admin-only schemas, :mod:`secfpp.coordinator.api.schemas`); the participant
 daemon parses the coordinator's answers into them (:mod:`secfpp.participant.client`). The
 package imports only pydantic, so both installs carry it.
 """

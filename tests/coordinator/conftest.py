@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.aggregation import clip_update, member_sums, prepare_update
 from secfpp.crypto.quantize import quantize

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import exc as sa_exc
 
-from secfpp.coordinator import limits
+from secfpp.coordinator.api import limits
 from tests.coordinator.conftest import ADMIN
 
 HUGE = 99999999999999999999

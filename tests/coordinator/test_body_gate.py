@@ -26,9 +26,9 @@ from secfpp.coordinator.api.body import (
     GuardedRoute,
     structural_count,
 )
+from secfpp.coordinator.api.limits import MAX_JSON_TOKENS
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.limits import MAX_JSON_TOKENS
 from tests.coordinator.conftest import ADMIN, FakeClock, make_settings
 
 CHUNK = 64 * 1024

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from secfpp.coordinator import limits
+from secfpp.coordinator.api import limits
 from secfpp.coordinator.api.body import inspect_body, json_depth
 from secfpp.coordinator.api.params import (
     FEDERATION_CURSOR_PATTERN,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from secfpp.coordinator.config import FederationConfig, FederationCreate
+from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
 
 ADMIN = {"Authorization": "Bearer admin-secret-token"}
 SMALL: dict[str, Any] = {

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.models import Round
-from secfpp.coordinator.prompts import initial_prompt
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.rounds.prompts import initial_prompt
 
 
 def test_one_dropout_in_each_stage_is_tolerated(harness: Any, clock: Any) -> None:

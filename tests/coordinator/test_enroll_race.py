@@ -12,9 +12,13 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import sessionmaker
 
-from secfpp.coordinator.config import FederationCreate
 from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
-from secfpp.coordinator.federations import create_federation, enroll, issue_enrollment_tokens
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.coordinator.federations.service import (
+    create_federation,
+    enroll,
+    issue_enrollment_tokens,
+)
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
 from tests.coordinator.conftest import federation_request
 from tests.threads import run_in_threads

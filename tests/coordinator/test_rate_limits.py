@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from secfpp.coordinator.app import create_app
-from secfpp.coordinator.ratelimit import GcraLimiter, RateLimit, client_key
+from secfpp.coordinator.auth.ratelimit import GcraLimiter, RateLimit, client_key
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.errors import ParameterError
 from tests.coordinator.conftest import ADMIN, FakeClock, make_settings

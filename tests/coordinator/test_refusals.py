@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from bench.loadsim import FixedTrainer, group_of
 from secfpp.coordinator.app import create_app
-from secfpp.coordinator.config import FederationCreate
+from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.coordinator.rounds.refusals import accusation_quorum, convicted_senders
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.rng import DeterministicRandom

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from secfpp.coordinator.tokens import hash_token
+from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
 from tests.coordinator.conftest import ADMIN, federation_request

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from starlette.routing import Route
 
 from secfpp.coordinator.app import create_app
-from secfpp.coordinator.dashboard.auth import COOKIE, SESSION_TTL_S
+from secfpp.coordinator.auth.dashboard_sessions import COOKIE, SESSION_TTL_S
 from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
 from tests.coordinator.conftest import ADMIN, ADMIN_TOKEN, FakeClock, make_settings
 from tests.dashboard.conftest import FORM, csrf_of, login

@@ -285,6 +285,6 @@ def test_nginx_configuration_parses_and_proxies_to_the_replicas(tmp_path: Path) 
     assert int(body[:-1]) * 2**20 > Settings.model_fields["max_body_bytes"].default
     enroll = [d for d in directives if d["directive"] == "location" and "/v1/enroll" in d["args"]]
     assert len(enroll) == 1
-    from secfpp.coordinator.api.participants import enroll_router
+    from secfpp.coordinator.api.routes.participants import enroll_router
 
     assert "/v1/enroll" in {getattr(r, "path", None) for r in enroll_router.routes}

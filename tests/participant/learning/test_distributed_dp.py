@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from scipy import optimize
 
 from demo.simulation import ParticipantData, RoundRecord, SimulationConfig, simulate
-from secfpp.coordinator.config import CryptoConfig, FederationCreate
+from secfpp.coordinator.federations.config import CryptoConfig, FederationCreate
 from secfpp.crypto.dp.distributed import DistributedNoise
 from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
 from secfpp.crypto.errors import ParameterError

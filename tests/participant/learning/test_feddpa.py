@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from torch.nn.functional import log_softmax
 
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from secfpp.coordinator.config import FederationConfig, FederationCreate
+from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
 from secfpp.coordinator.rounds.protocol import planned_releases
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.aggregation import prepare_update

@@ -14,7 +14,7 @@ import torch
 
 from demo import simulation
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from secfpp.coordinator.config import FederationCreate
+from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
 from secfpp.crypto.dp.groupwise import class_sums
 from secfpp.crypto.params import CryptoParams

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from demo import simulation
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from secfpp.coordinator.config import FederationCreate, PrototypeConfig
+from secfpp.coordinator.federations.config import FederationCreate, PrototypeConfig
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError

@@ -18,14 +18,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, status
 
-from secfpp.coordinator import limits
-from secfpp.coordinator.admin_tokens import (
-    NAME_PATTERN,
-    SETTINGS_TOKEN_NAME,
-    create_admin_token,
-    list_admin_tokens,
-    revoke_admin_token,
-)
+from secfpp.coordinator.api import limits
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import AdminDep, Now, SessionDep, SettingsDep, require_admin
 from secfpp.coordinator.api.openapi import problems
@@ -37,7 +30,7 @@ from secfpp.coordinator.api.params import (
     int_cursor,
     read_int_cursor,
 )
-from secfpp.coordinator.api.token_models import (
+from secfpp.coordinator.api.schemas.tokens import (
     AdminTokenCreate,
     AdminTokenIssued,
     AdminTokenOut,
@@ -47,9 +40,14 @@ from secfpp.coordinator.api.token_models import (
     ParticipantTokenOut,
     RevokedEnrollmentTokens,
 )
-from secfpp.coordinator.db.models import AdminToken, EnrollmentToken, Participant
-from secfpp.coordinator.federations import get_federation
-from secfpp.coordinator.participant_tokens import (
+from secfpp.coordinator.auth.admin_tokens import (
+    NAME_PATTERN,
+    SETTINGS_TOKEN_NAME,
+    create_admin_token,
+    list_admin_tokens,
+    revoke_admin_token,
+)
+from secfpp.coordinator.auth.participant_tokens import (
     EnrollmentState,
     enrollment_state,
     list_enrollment_tokens,
@@ -59,6 +57,8 @@ from secfpp.coordinator.participant_tokens import (
     revoke_unused_enrollment_tokens,
     rotate_participant_token,
 )
+from secfpp.coordinator.db.models import AdminToken, EnrollmentToken, Participant
+from secfpp.coordinator.federations.service import get_federation
 
 __all__ = ["router"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.crypto.rng import DeterministicRandom
 
 __all__ = ["PROMPT_DTYPE", "decode_prompt", "encode_prompt", "initial_prompt"]

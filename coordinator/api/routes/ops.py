@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from secfpp.coordinator.api.availability import check_readiness, readiness_document
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import MetricsDep, SessionDep, SettingsDep
-from secfpp.coordinator.api.ops_models import Health, Readiness
+from secfpp.coordinator.api.schemas.ops import Health, Readiness
 from secfpp.coordinator.db.engine import make_probe_engine
 from secfpp.coordinator.db.models import Round
 

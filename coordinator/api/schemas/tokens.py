@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from secfpp.coordinator.admin_tokens import NAME_PATTERN
-from secfpp.coordinator.participant_tokens import EnrollmentState
+from secfpp.coordinator.auth.admin_tokens import NAME_PATTERN
+from secfpp.coordinator.auth.participant_tokens import EnrollmentState
 
 __all__ = [
     "AdminTokenCreate",

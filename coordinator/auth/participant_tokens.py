@@ -22,16 +22,16 @@ from typing import Literal
 from sqlalchemy import ColumnElement, and_, select, update
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.db.models import EnrollmentToken, Participant
-from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.rounds.store import rowcount
-from secfpp.coordinator.tokens import (
+from secfpp.coordinator.auth.tokens import (
     PARTICIPANT_PREFIX,
     digests_equal,
     hash_token,
     new_token,
     touch_last_used,
 )
+from secfpp.coordinator.db.models import EnrollmentToken, Participant
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.rounds.store import rowcount
 from secfpp.crypto.rng import RandomSource
 
 __all__ = [

@@ -17,15 +17,7 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import SessionDep, require_admin
-from secfpp.coordinator.api.models import (
-    FederationOut,
-    FederationPage,
-    FederationStatus,
-    ParticipantPage,
-    ParticipantSummary,
-    RoundPage,
-    RoundSummary,
-)
+from secfpp.coordinator.api.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
 from secfpp.coordinator.api.openapi import problems
 from secfpp.coordinator.api.params import (
     Cursor,
@@ -37,10 +29,18 @@ from secfpp.coordinator.api.params import (
     read_federation_cursor,
     read_int_cursor,
 )
-from secfpp.coordinator.config import FederationConfig
+from secfpp.coordinator.api.schemas.federations import (
+    FederationOut,
+    FederationPage,
+    FederationStatus,
+    ParticipantPage,
+    ParticipantSummary,
+    RoundPage,
+    RoundSummary,
+)
 from secfpp.coordinator.db.models import Federation, Participant
-from secfpp.coordinator.federations import enrolled_count, get_federation
-from secfpp.coordinator.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.federations.service import enrolled_count, get_federation
 from secfpp.coordinator.rounds import history, store
 
 __all__ = ["federation_out", "router"]

@@ -1,6 +1,6 @@
 """Admin routes: federations, enrollment tokens, rounds. Every route needs the admin token.
 
-The paged lists (federations, rounds, participants) are in :mod:`coordinator.api.lists`.
+The paged lists (federations, rounds, participants) are in :mod:`coordinator.api.routes.lists`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from fastapi import APIRouter, Body, Depends, status
 
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import DriverDep, Now, SessionDep, SettingsDep, require_admin
-from secfpp.coordinator.api.lists import federation_out
-from secfpp.coordinator.api.models import (
+from secfpp.coordinator.api.params import FederationId, RoundNumber
+from secfpp.coordinator.api.routes.lists import federation_out
+from secfpp.coordinator.api.schemas.federations import (
     AbortRequest,
     EnrollmentTokens,
     EnrollmentTokensRequest,
@@ -20,9 +21,8 @@ from secfpp.coordinator.api.models import (
     FederationOut,
     RoundStatus,
 )
-from secfpp.coordinator.api.params import FederationId, RoundNumber
-from secfpp.coordinator.config import FederationCreate
-from secfpp.coordinator.federations import (
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.coordinator.federations.service import (
     create_federation,
     federation_config,
     get_federation,

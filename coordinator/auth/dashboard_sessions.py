@@ -38,10 +38,10 @@ from fastapi import Request
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.admin_tokens import SETTINGS_TOKEN_NAME
+from secfpp.coordinator.auth.admin_tokens import SETTINGS_TOKEN_NAME
+from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.coordinator.db.models import AdminToken, DashboardSession
 from secfpp.coordinator.rounds.store import rowcount
-from secfpp.coordinator.tokens import hash_token
 from secfpp.crypto.rng import RandomSource, SystemRandom
 
 __all__ = [

@@ -9,13 +9,13 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from secfpp.coordinator.api.admin import ERRORS, PROBLEM
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import Now, SessionDep, require_admin
-from secfpp.coordinator.api.lists import federation_out
-from secfpp.coordinator.api.models import FederationOut, LifecycleRequest
 from secfpp.coordinator.api.params import FederationId
-from secfpp.coordinator.federations import get_federation
+from secfpp.coordinator.api.routes.admin import ERRORS, PROBLEM
+from secfpp.coordinator.api.routes.lists import federation_out
+from secfpp.coordinator.api.schemas.federations import FederationOut, LifecycleRequest
+from secfpp.coordinator.federations.service import get_federation
 from secfpp.coordinator.rounds import control
 
 __all__ = ["router"]

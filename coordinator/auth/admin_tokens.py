@@ -22,15 +22,15 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.db.models import AdminToken
-from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.tokens import (
+from secfpp.coordinator.auth.tokens import (
     ADMIN_PREFIX,
     digests_equal,
     hash_token,
     new_token,
     touch_last_used,
 )
+from secfpp.coordinator.db.models import AdminToken
+from secfpp.coordinator.errors import ProblemError
 from secfpp.crypto.rng import RandomSource
 
 __all__ = [

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from secfpp.coordinator import limits
-from secfpp.coordinator.backbones import (
+from secfpp.coordinator.api import limits
+from secfpp.coordinator.federations.backbones import (
     DEFAULT_MODEL,
     MODEL_NAME_PATTERN,
     BackboneConfig,
@@ -51,7 +51,7 @@ class _Frozen(BaseModel):
 
 
 TINY_OFFLINE_WIDTH = 128
-"""Text width of the default backbone ``tiny-offline`` (coordinator/backbones.json)."""
+"""Text width of the default backbone ``tiny-offline`` (coordinator/federations/backbones.json)."""
 
 
 class CodeSpecModel(_Frozen):

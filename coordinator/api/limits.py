@@ -1,5 +1,6 @@
 """Every bound the API puts on what a caller may send: one table, used by the request
-models (:mod:`coordinator.config`, :mod:`coordinator.api.models`) and the route
+models (:mod:`coordinator.federations.config`, :mod:`coordinator.api.schemas.federations`) and
+the route
 parameters (:mod:`coordinator.api.params`), so the OpenAPI schema states each range.
 
 Where the numbers come from:

@@ -1,9 +1,9 @@
 """Federations, enrollment and participant tokens.
 
 Tokens are random (256 bits), shown once, and stored only as SHA-256 hex digests
-(:mod:`coordinator.tokens`): enrollment tokens (``sfe_...``, one-time, expiring,
+(:mod:`coordinator.auth.tokens`): enrollment tokens (``sfe_...``, one-time, expiring,
 revocable) and participant API tokens (``sfp_...``; rotation and revocation live in
-:mod:`coordinator.participant_tokens`). A participant's LCC index is fixed at
+:mod:`coordinator.auth.participant_tokens`). A participant's LCC index is fixed at
 enrollment: the lowest free index of the federation, so indices are ``0..N-1`` in
 enrollment order. A public key can be held by one participant of a federation only.
 """
@@ -19,18 +19,18 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.config import FederationConfig, FederationCreate
-from secfpp.coordinator.db.models import EnrollmentToken, Federation, Participant
-from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.rounds import beacons
-from secfpp.coordinator.rounds.store import rowcount
-from secfpp.coordinator.tokens import (
+from secfpp.coordinator.auth.tokens import (
     ENROLLMENT_PREFIX,
     PARTICIPANT_PREFIX,
     digests_equal,
     hash_token,
     new_token,
 )
+from secfpp.coordinator.db.models import EnrollmentToken, Federation, Participant
+from secfpp.coordinator.errors import ProblemError
+from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
+from secfpp.coordinator.rounds import beacons
+from secfpp.coordinator.rounds.store import rowcount
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.transport import load_public_key

@@ -39,7 +39,9 @@ from secfpp.coordinator.api.deps import (
     limit_enrollment,
     release,
 )
-from secfpp.coordinator.api.models import (
+from secfpp.coordinator.api.openapi import problems
+from secfpp.coordinator.api.params import ParticipantRef, RoundNumber
+from secfpp.coordinator.api.schemas.federations import (
     BeaconContributionIn,
     BeaconContributionReceipt,
     EnrollRequest,
@@ -55,12 +57,10 @@ from secfpp.coordinator.api.models import (
     UploadReceipt,
     b64,
 )
-from secfpp.coordinator.api.openapi import problems
-from secfpp.coordinator.api.params import ParticipantRef, RoundNumber
-from secfpp.coordinator.config import FederationConfig
 from secfpp.coordinator.db.models import Participant, Round
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations import enroll as enroll_participant
+from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.coordinator.federations.service import enroll as enroll_participant
 from secfpp.coordinator.rounds import contributions, refusals, uploads, views
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage

@@ -1,0 +1,1 @@
+"""The HTTP routes, one module per area (admin, lifecycle, lists, ops, participants, tokens)."""

@@ -1,0 +1,1 @@
+"""Who may call: bearer tokens of every kind, dashboard sessions, rate limits."""

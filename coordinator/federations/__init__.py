@@ -1,0 +1,1 @@
+"""Federations: their configuration (what the admin chooses), the pinned backbone, enrollment."""
