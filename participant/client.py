@@ -105,7 +105,9 @@ class InvalidAnswerError(RequestRefusedError):
     and a detail naming each failing field.
     """
 
-    def __init__(self, status: int, message: str, error: ValidationError, method: str, path: str):
+    def __init__(
+        self, status: int, message: str, error: ValidationError, method: str, path: str
+    ) -> None:
         fields = "; ".join(
             f"{'.'.join(str(part) for part in e['loc']) or '(document)'}: {e['msg']}"
             for e in error.errors()[:10]
