@@ -27,9 +27,11 @@ Two coordinators:
   coordinator picks freely each round (here: random partitions into pairs and probes
   of two, greedily for rank): 4 rounds give all 28 distances of 8 participants.
 
-``--noise`` adds Gaussian noise of that standard deviation (relative to the median
-decoded value) to every observation: a model of distributed DP noise on the distance
-stage's outputs, which the protocol does not implement (docs/protocol.md section 7).
+``--distance-noise z ...`` runs the same requests with the distance stage's distributed DP
+noise (``dp.distance_noise_multiplier = z``, :mod:`crypto.dp.distance`): every decoded
+value carries the noise the mechanism puts on it (its std depends on the set sizes), the
+attacker weights its least squares by it, and the table gives the privacy ledger's epsilon
+for those releases. Prompts are scaled into the mechanism's L2 clip (``--l2-clip``).
 
     python -m bench.reconstruction --participants 8 16 --rounds 20 --out docs/results/...
 """
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import platform
 import sys
@@ -49,11 +52,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from secfpp.crypto.clustering import Membership
+from secfpp.crypto.dp.distance import DistanceNoise
+from secfpp.crypto.dp.ledger import epsilon_spent
 from secfpp.crypto.refset_rules import AnsweredSets, check_membership_change, probe_salt
 from secfpp.crypto.refusal import check_distance_request
 from secfpp.crypto.secpc import ReferenceSets, plaintext_distances
 
 FED = "bench-reconstruction"
+DELTA = 1e-5
 
 
 def _pair_index(n: int) -> dict[tuple[int, int], int]:
@@ -196,35 +202,83 @@ def run_free(
     return asked
 
 
+def entry_noise_std(refs: ReferenceSets, mechanism: DistanceNoise | None) -> NDArray[np.float64]:
+    """Std (real squared-distance units) of the DP noise on every decoded value of ``refs``.
+
+    Every present participant adds ``N_Z(0, sigma^2)`` to every decoded integer slot
+    (:mod:`crypto.dp.distance`), so a point-centre value of a set of ``m`` members carries
+    ``sqrt(n) sigma / (s^2 m^2)`` and a centre-centre value ``sqrt(n) sigma / (s^2 m_a^2
+    m_b^2)``. Zero without a mechanism.
+    """
+    n = len(refs.participants)
+    sizes = [len(m) for m in refs.sets]
+    weights = [float(m * m) for _ in refs.participants for m in sizes]
+    for a, b in refs.cluster_pairs:
+        weights.append(float(len(refs.clusters[a][1]) * len(refs.clusters[b][1])) ** 2)
+    if mechanism is None:
+        return np.zeros(len(weights))
+    s2 = float(1 << mechanism.bits) ** 2
+    return math.sqrt(n) * mechanism.share_sigma / (s2 * np.asarray(weights))
+
+
 def recovery(
     x: NDArray[np.float64],
     asked: list[tuple[ReferenceSets, NDArray[np.float64]]],
-    noise: float,
+    mechanism: DistanceNoise | None,
     rng: np.random.Generator,
 ) -> list[dict[str, float]]:
-    """Rank fraction and relative error of the least-squares distance matrix, per round."""
+    """Rank fraction and relative error of the (noise-weighted) least-squares distance
+    matrix, and the ledger's epsilon at ``DELTA`` for the releases so far, per round.
+
+    The attacker knows every value's noise std and weights its equations by it. The noise
+    is drawn Gaussian with the mechanism's std (the sum of ``n`` discrete Gaussians of
+    ``sigma`` in the tens of thousands of lattice units is Gaussian to within ``1e-300``
+    in distribution, :func:`crypto.dp.accounting.ddgauss_tau`).
+    """
     n = x.shape[0]
     pairs = itertools.combinations(range(n), 2)
     truth = np.array([((x[k] - x[j]) ** 2).sum() for k, j in pairs])
     unknowns = truth.size
-    a_rows, b_vals, out = [], [], []
-    for refs, rows in asked:
+    a_rows, b_vals, out, records = [], [], [], []
+    for number, (refs, rows) in enumerate(asked, start=1):
         values = _observe(x, refs)
         exact = rows @ truth
         assert np.allclose(values, exact, rtol=1e-9, atol=1e-9), "rows disagree with secpc"
-        scale = float(np.median(np.abs(values))) or 1.0
-        a_rows.append(rows)
-        b_vals.append(values + noise * scale * rng.standard_normal(values.shape))
+        std = entry_noise_std(refs, mechanism)
+        noisy = values + std * rng.standard_normal(values.shape)
+        weight = 1.0 / std if mechanism is not None else np.ones_like(values)
+        a_rows.append(rows * weight[:, None])
+        b_vals.append(noisy * weight)
         a, b = np.vstack(a_rows), np.concatenate(b_vals)
         solution, *_ = np.linalg.lstsq(a, b, rcond=None)
+        epsilon = math.inf
+        if mechanism is not None:
+            records.append(mechanism.record(federation_id=FED, round=number, refs=refs))
+            epsilon = epsilon_spent(records, delta=DELTA, method="rdp")
         out.append(
             {
                 "rank": _rank(a),
                 "rank_fraction": _rank(a) / unknowns,
                 "relative_error": float(np.linalg.norm(solution - truth) / np.linalg.norm(truth)),
+                "epsilon": epsilon,
+                "noise_std": float(np.median(std)),
             }
         )
     return out
+
+
+def _mechanism(z: float, *, l2_clip: float, dim: int) -> DistanceNoise | None:
+    """The federation's distance noise at ``z`` (``0``: none); 16 bits, ``m_min = 3``."""
+    if z == 0:
+        return None
+    return DistanceNoise(
+        noise_multiplier=z,
+        l2_clip=l2_clip,
+        bits=16,
+        reduced_dim=dim,
+        min_reference=3,
+        min_contributors=3,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--groups", type=int, default=2, help="domains the prompts form")
     parser.add_argument("--candidates", type=int, default=12)
-    parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.1])
+    parser.add_argument(
+        "--distance-noise",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.5, 2.0],
+        help="dp.distance_noise_multiplier values (0: no noise)",
+    )
+    parser.add_argument(
+        "--l2-clip", type=float, default=1.0, help="dp.distance_l2_clip: prompts scaled to it"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="write markdown results here")
     args = parser.parse_args(argv)
@@ -247,18 +310,22 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}",
         f"- command: python -m bench.reconstruction {' '.join(given)}",
         "- rank: linear combinations of the n(n-1)/2 squared distances pinned down; error: "
-        "relative L2 error of the least-squares distance vector. Prompts fixed across rounds "
-        "(worst case), everybody present. noise: Gaussian, relative to the median decoded "
-        "value (a model; the protocol adds none to distances).",
+        "relative L2 error of the attacker's noise-weighted least-squares distance vector. "
+        "Prompts fixed across rounds (worst case), everybody present, scaled so the largest "
+        f"has L2 norm {args.l2_clip:g} (dp.distance_l2_clip). z: dp.distance_noise_multiplier "
+        "(crypto/dp/distance.py; 0 = off); noise std: median std of a decoded value (real "
+        f"squared-distance units); epsilon: the privacy ledger's RDP epsilon at delta = {DELTA:g} "
+        "for the distance releases so far (the rounds' aggregation releases come on top).",
         "",
-        "| n | coordinator | noise | rounds | rank / unknowns | relative error |",
-        "|---|---|---|---|---|---|",
+        "| n | coordinator | z | rounds | rank / unknowns | relative error | noise std | epsilon |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     shown = sorted({1, 2, 4, 8, args.rounds} & set(range(1, args.rounds + 1)))
     for n in args.participants:
         rng = np.random.default_rng(args.seed + n)
         centres = rng.standard_normal((args.groups, args.dim)) * 2
         x = centres[np.arange(n) % args.groups] + rng.standard_normal((n, args.dim))
+        x *= args.l2_clip / float(np.linalg.norm(x, axis=1).max())  # inside the clip
         unknowns = n * (n - 1) // 2
         runs = (
             ("rules, greedy", run_rules),
@@ -267,13 +334,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name, run in runs:
             asked = run(x, args.rounds, np.random.default_rng(args.seed), args.candidates)
-            for noise in args.noise:
-                per_round = recovery(x, asked, noise, np.random.default_rng(args.seed + 1))
+            for z in args.distance_noise:
+                mechanism = _mechanism(z, l2_clip=args.l2_clip, dim=args.dim)
+                if name == "free (main)" and mechanism is not None:
+                    continue  # main's old rules: shown without noise only
+                per_round = recovery(x, asked, mechanism, np.random.default_rng(args.seed + 1))
                 for r in shown:
                     row = per_round[r - 1]
+                    eps = "-" if mechanism is None else f"{row['epsilon']:.3g}"
+                    std = "0" if mechanism is None else f"{row['noise_std']:.3g}"
                     lines.append(
-                        f"| {n} | {name} | {noise:g} | {r} | {row['rank']} / {unknowns} "
-                        f"({row['rank_fraction']:.0%}) | {row['relative_error']:.3f} |"
+                        f"| {n} | {name} | {z:g} | {r} | {row['rank']} / {unknowns} "
+                        f"({row['rank_fraction']:.0%}) | {row['relative_error']:.3f} | {std} "
+                        f"| {eps} |"
                     )
     text = "\n".join(lines) + "\n"
     print(text)

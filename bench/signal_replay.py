@@ -38,7 +38,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from secfpp.crypto.clustering import ClusteringConfig, Membership, secpc_step
-from secfpp.crypto.secpc import plaintext_distances
+from secfpp.crypto.dp.distance import DistanceNoise
+from secfpp.crypto.rng import DeterministicRandom
+from secfpp.crypto.secpc import Distances, centres_from_points, plaintext_distances
 
 __all__ = ["main", "replay"]
 
@@ -46,10 +48,23 @@ SETTINGS = ("single", "two-domain", "unequal", "three-domain")
 
 
 def replay(
-    x: NDArray[np.float64], domains: Sequence[str], config: ClusteringConfig, *, rounds: int
+    x: NDArray[np.float64],
+    domains: Sequence[str],
+    config: ClusteringConfig,
+    *,
+    rounds: int,
+    noise: DistanceNoise | None = None,
+    seed: int = 0,
 ) -> list[list[tuple[int, ...]]]:
     """The clusters after each of ``rounds`` clustering steps on the rows of ``x`` (one
-    participant each), from one cluster; probes are drawn with a public per-round salt."""
+    participant each), from one cluster; probes are drawn with a public per-round salt.
+
+    With ``noise`` (distance-stage DP, :mod:`crypto.dp.distance`) the step sees what the
+    coordinator decodes then: ``D`` plus every participant's discrete Gaussian share
+    (scaled as decoding scales), clamped at 0, and ``E`` derived from it
+    (:func:`crypto.secpc.centres_from_points`); the shares come from
+    ``DeterministicRandom(seed)``."""
+    rng = DeterministicRandom(f"replay-noise|{seed}")
     n = x.shape[0]
     membership = Membership.initial(range(n))
     history: list[list[tuple[int, ...]]] = []
@@ -62,7 +77,11 @@ def replay(
         )
         if refs is None:
             raise ValueError(f"{n} participants are too few for reference sets")
-        membership = secpc_step(plaintext_distances(list(x), refs), membership, config).membership
+        distances = plaintext_distances(list(x), refs)
+        if noise is not None:
+            point = np.maximum(distances.point + noise.point_noise(refs, rng=rng), 0.0)
+            distances = Distances(refs, point, centres_from_points(refs, point))
+        membership = secpc_step(distances, membership, config).membership
         history.append(sorted(tuple(sorted(m)) for _, m in membership.clusters))
     return history
 
@@ -97,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split-threshold", type=float, default=None)
     parser.add_argument("--probe-fraction", type=float, default=None)
     parser.add_argument("--probe-ratio", type=float, default=None)
+    parser.add_argument(
+        "--distance-noise",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="dp.distance_noise_multiplier values to replay (0: none); each case's data "
+        "signals are the same for every value",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/signal_replay.json"))
     args = parser.parse_args(argv)
@@ -132,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for setting in args.settings:
         for alpha in args.alphas:
             for size in args.sizes:
-                cases = []
+                signals = []
                 for seed in range(args.seeds):
                     built = setting_partition(
                         setting, size, alpha=alpha, seed=seed, images_per_participant=args.images
@@ -141,31 +168,66 @@ def main(argv: list[str] | None = None) -> int:
                         built.parts, backbone, per_participant=args.images, seed=seed
                     )
                     x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
-                    domains = [d.group for d in data]
-                    cases.append(_case(replay(x, domains, config, rounds=args.rounds), domains))
-                row: dict[str, Any] = {"setting": setting, "alpha": alpha, "participants": size}
-                if setting == "single":
-                    row["false_splits"] = sum(c["false_split"] for c in cases)
-                    text = f"false splits {row['false_splits']} of {len(cases)}"
-                else:
-                    found = [c["parted_round"] for c in cases]
-                    row["parted"] = sum(r is not None for r in found)
-                    row["parted_rounds"] = found
-                    row["changes_after"] = sum(c["changes_after"] for c in cases)
-                    text = (
-                        f"parted {row['parted']} of {len(cases)}, rounds "
-                        f"{', '.join('-' if r is None else str(r) for r in found)}; "
-                        f"membership changes afterwards {row['changes_after']}"
-                    )
-                row["seeds"] = len(cases)
-                rows.append(row)
-                print(f"{setting:>12} alpha {alpha:<4} n {size:>2}: {text}", flush=True)
+                    signals.append((x, [d.group for d in data]))
+                for z in args.distance_noise:
+                    noise = _noise(size, z)
+                    cases = [
+                        _case(
+                            replay(x, domains, config, rounds=args.rounds, noise=noise, seed=s),
+                            domains,
+                        )
+                        for s, (x, domains) in enumerate(signals)
+                    ]
+                    rows.append(_row(setting, alpha, size, z, cases))
     print(f"{time.monotonic() - started:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rules = {"split_threshold": threshold, "probe_fraction": fraction, "probe_ratio": ratio}
     args.out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1))
     print(f"written: {args.out}")
     return 0
+
+
+def _noise(size: int, z: float) -> DistanceNoise | None:
+    """The distance noise of a ``size``-member federation created with
+    ``dp.distance_noise_multiplier = z`` (defaults otherwise; its clustering bits)."""
+    if z == 0:
+        return None
+    from secfpp.coordinator.federations.config import FederationCreate
+
+    create = FederationCreate(
+        name="replay", n_participants=size, dp={"distance_noise_multiplier": z}
+    )
+    config = create.resolve()
+    return DistanceNoise.for_params(
+        config.crypto_params(), noise_multiplier=z, l2_clip=config.dp.distance_l2_clip
+    )
+
+
+def _row(
+    setting: str, alpha: float, size: int, z: float, cases: list[dict[str, Any]]
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "setting": setting,
+        "alpha": alpha,
+        "participants": size,
+        "distance_noise": z,
+    }
+    if setting == "single":
+        row["false_splits"] = sum(c["false_split"] for c in cases)
+        text = f"false splits {row['false_splits']} of {len(cases)}"
+    else:
+        found = [c["parted_round"] for c in cases]
+        row["parted"] = sum(r is not None for r in found)
+        row["parted_rounds"] = found
+        row["changes_after"] = sum(c["changes_after"] for c in cases)
+        text = (
+            f"parted {row['parted']} of {len(cases)}, rounds "
+            f"{', '.join('-' if r is None else str(r) for r in found)}; "
+            f"membership changes afterwards {row['changes_after']}"
+        )
+    row["seeds"] = len(cases)
+    print(f"{setting:>12} alpha {alpha:<4} n {size:>2} z {z:g}: {text}", flush=True)
+    return row
 
 
 if __name__ == "__main__":

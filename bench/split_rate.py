@@ -14,6 +14,11 @@ published clusters' purity against the true domains and the split statistic ``W2
   handwritten digits): the fraction of seeds with more than one cluster after any round
   (``--single-seeds N`` for more seeds than ``--seeds``, ``--no-single`` to skip).
 
+``--distance-noise z``: the federations run with distance-stage DP noise
+(``dp.distance_noise_multiplier = z``; the data signal is a unit vector, so the default
+``dp.distance_l2_clip`` 1 clips nothing). ``bench.signal_replay --distance-noise`` replays
+the same mechanism on the data signal without training (much faster).
+
 Usage: ``python -m bench.split_rate [--seeds 10] [--participants 8] [--rounds 3]``
 (``--quick``: 1 seed, 1 round, 6 participants, 60 images: the smoke run the test suite runs).
 """
@@ -55,6 +60,7 @@ def run_setting(
     backbone: Any,
     direction: bool = True,
     signal: str = "data",
+    distance_noise: float | None = None,
 ) -> list[dict[str, Any]]:
     """One simulated federation per seed; per-round purity, clusters and ``W2/W1``."""
     rows: list[dict[str, Any]] = []
@@ -76,6 +82,7 @@ def run_setting(
             clustering={} if split_threshold is None else {"split_threshold": split_threshold},
             reduce_direction=direction,
             signal=signal,
+            dp={} if distance_noise is None else {"distance_noise_multiplier": distance_noise},
         )
         result = simulate(data, backbone, config, seed=seed)
         purity = [cluster_purity(r.clusters, domains) for r in result.rounds]  # type: ignore[arg-type]  # names, not ints: cluster_purity only compares keys
@@ -137,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         "--single-seeds", type=int, default=None, help="seeds of the single run (default --seeds)"
     )
     parser.add_argument("--no-single", action="store_true", help="skip the false-split run")
+    parser.add_argument(
+        "--distance-noise",
+        type=float,
+        default=None,
+        help="dp.distance_noise_multiplier: distance-stage DP noise (crypto/dp/distance.py)",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/split_rate.json"))
     args = parser.parse_args(argv)
@@ -159,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         backbone=backbone,
         direction=not args.no_direction,
         signal=args.signal,
+        distance_noise=args.distance_noise,
     )
     started = time.monotonic()
     print(f"== {args.setting}: {args.participants} participants, {args.seeds} seeds")
@@ -185,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "alpha": args.alpha,
         "direction": not args.no_direction,
         "signal": args.signal,
+        "distance_noise": args.distance_noise,
         "seconds": round(time.monotonic() - started, 1),
     }
     print(

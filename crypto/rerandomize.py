@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from numpy.typing import NDArray
 
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.field import FieldArray, PrimeField
@@ -131,20 +132,62 @@ class ZeroSharing:
         full = lagrange_matrix(nodes, targets, code.field.prime)
         return np.ascontiguousarray(full[:, code.k :])  # the data points' columns multiply 0
 
-    def contribute(self, length: int, rng: RandomSource) -> FieldArray:
-        """One contributor's zero-sharing of ``length`` outputs: row ``j`` goes to ``alpha_j``.
+    @cached_property
+    def data_interpolation(self) -> FieldArray:
+        """``M_beta`` (N - F, K): the data points' columns of the full interpolation matrix
+        (what a nonzero value at ``beta_k`` contributes to the derived evaluations)."""
+        code = self.code
+        nodes = code.betas[: code.k] + tuple(code.alpha(j) for j in range(self._drawn))
+        targets = [code.alpha(j) for j in range(self._drawn, code.n)]
+        full = lagrange_matrix(nodes, targets, code.field.prime)
+        return np.ascontiguousarray(full[:, : code.k])
 
+    def contribute(
+        self, length: int, rng: RandomSource, *, values: NDArray[np.int64] | None = None
+    ) -> FieldArray:
+        """One contributor's sharing of ``length`` outputs: row ``j`` goes to ``alpha_j``.
+
+        Args:
+            length: outputs ``m``.
+            rng: the source of the ``F`` free evaluations.
+            values: ``None`` for a zero-sharing; otherwise the polynomials' values at the
+                data point, shape (length,) (``K = 1``, the distance stage) or (K, length),
+                integers (signed: a negative value ``v`` stands for ``p + v``). Distributed
+                DP noise on the distances (:mod:`crypto.dp.distance`) passes its discrete
+                Gaussian share here; the free evaluations are drawn the same way, so the
+                polynomial is uniform among those of degree ``<= d`` with these values.
         Returns:
             field elements, shape (N, length): ``rho_o(alpha_j)`` for each output ``o``.
         """
         if not isinstance(length, int) or length < 1:
             raise ParameterError("length", f"must be an int >= 1, not {length!r}")
         field = self.code.field
+        at_data: FieldArray | None = None
+        if values is not None:
+            raw = np.asarray(values)
+            if raw.ndim == 1:
+                raw = raw[None, :]
+            if raw.shape != (self.code.k, length) or not np.issubdtype(raw.dtype, np.integer):
+                raise ParameterError(
+                    "values",
+                    f"must be integers of shape ({length},) or ({self.code.k}, {length}), not "
+                    f"{raw.dtype} {raw.shape}",
+                )
+            at_data = np.mod(raw.astype(np.int64), field.prime)
+            if self._drawn >= self.code.n:
+                raise ParameterError(
+                    "values",
+                    f"a degree-{self.poly_degree} polynomial on {self.code.n} points "
+                    "has no derived evaluation to carry them",
+                )
         drawn = rng.field_elements(field.prime, (self._drawn, length))
         out = np.empty((self.code.n, length), dtype=np.int64)
         out[: self._drawn] = drawn
         if self._drawn < self.code.n:
-            out[self._drawn :] = matmul(field, self.interpolation, drawn)
+            derived = matmul(field, self.interpolation, drawn)
+            if at_data is not None:
+                derived = field.add(derived, matmul(field, self.data_interpolation, at_data))
+            out[self._drawn :] = derived
         return out
 
 
@@ -194,10 +237,13 @@ def rerandomized_distances(
     shares: Mapping[int, FieldArray],
     contributions: Mapping[int, FieldArray],
     refs: ReferenceSets,
+    *,
+    centre_pairs: bool = True,
 ) -> FieldArray:
     """:func:`~crypto.secpc.coded_distances` plus every present participant's zero-sharing.
 
     The contributors are ``refs.participants`` (module doc, "Who contributes").
+    ``centre_pairs=False`` with distance-stage DP noise (see ``coded_distances``).
     """
-    coded = coded_distances(field, shares, refs)
+    coded = coded_distances(field, shares, refs, centre_pairs=centre_pairs)
     return rerandomize(field, coded, contributions, refs.participants)

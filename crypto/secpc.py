@@ -47,6 +47,7 @@ from secfpp.crypto.params import FieldSpec
 __all__ = [
     "Distances",
     "ReferenceSets",
+    "centres_from_points",
     "coded_distances",
     "decode_distances",
     "plaintext_distances",
@@ -154,7 +155,11 @@ def _stack_checked(
 
 
 def coded_distances(
-    field: PrimeField, shares: Mapping[int, FieldArray], refs: ReferenceSets
+    field: PrimeField,
+    shares: Mapping[int, FieldArray],
+    refs: ReferenceSets,
+    *,
+    centre_pairs: bool = True,
 ) -> FieldArray:
     """Participant ``j``'s result vector from its shares ``share_j(x_i)`` (see module doc).
 
@@ -162,6 +167,10 @@ def coded_distances(
         field: the clustering field.
         shares: participant ``i`` -> ``share_j(x_i)``, each of length ``L``; must cover
             ``refs.participants``.
+        centre_pairs: ``False`` (distance-stage DP noise, :mod:`crypto.dp.distance`): the
+            centre-centre slots are 0, so they release nothing; :func:`decode_distances`
+            then derives ``E`` from ``D`` (post-processing), since every cluster's members
+            are present: ``E[a, b] = mean_{i in a} D[i, b] - mean_{i in a} D[i, a]``.
     Returns:
         field elements, length :attr:`ReferenceSets.result_length`.
     """
@@ -182,10 +191,12 @@ def coded_distances(
     delta = field.add(field.sub(first, cross), np.broadcast_to(sum_norms[None, :], first.shape))
     eps = []
     clusters = refs.clusters
-    for a, b in refs.cluster_pairs:
+    for a, b in refs.cluster_pairs if centre_pairs else ():
         m_a, m_b = len(clusters[a][1]), len(clusters[b][1])
         pair = field.sub(field.scale(sums[a], m_b), field.scale(sums[b], m_a))
         eps.append(int(mulsum(pair, pair, p)))
+    if not centre_pairs:
+        eps = [0] * len(refs.cluster_pairs)
     return np.concatenate([delta.reshape(-1), np.asarray(eps, dtype=np.int64)])
 
 
@@ -194,15 +205,29 @@ def decode_distances(
     results: Mapping[int, FieldArray],
     refs: ReferenceSets,
     spec: FieldSpec,
+    *,
+    noisy: bool = False,
 ) -> tuple[Distances, Decoded]:
-    """Decode participants' result vectors into :class:`Distances` (module doc, step 3)."""
+    """Decode participants' result vectors into :class:`Distances` (module doc, step 3).
+
+    ``noisy``: the results carry distance-stage DP noise (:mod:`crypto.dp.distance`), so a
+    small distance may decode below zero; it is clamped to 0 (post-processing) instead of
+    being taken for a wrapped field (the noise's headroom is checked at configuration).
+    The participants then release no centre-centre values (``centre_pairs=False`` in
+    :func:`coded_distances`): ``E`` is derived from the noisy ``D``,
+    ``E[a, b] = (mean_{i in a} (D[i, b] - D[i, a]) + mean_{i in b} (D[i, a] - D[i, b])) / 2``
+    (each half is exact without noise: ``mean_{i in a} |x_i - c_b|^2 = |c_a - c_b|^2 +
+    mean_{i in a} |x_i - c_a|^2``), clamped at 0.
+    """
     decoded = code.decode(results, degree=2)
     if decoded.values.shape[1] != refs.result_length:
         raise DecodeError(
             f"result vectors have {decoded.values.shape[1]} values, expected {refs.result_length}"
         )
     lifted = code.field.centered(decoded.values)
-    if (lifted < 0).any():
+    if noisy:
+        lifted = np.maximum(lifted, 0)
+    elif (lifted < 0).any():
         raise DecodeError("a decoded squared distance is negative: the field wrapped")
     totals = np.sum(lifted.astype(object), axis=0)  # exact: K chunk values below (p-1)/2
     n_sets = len(refs.sets)
@@ -213,10 +238,30 @@ def decode_distances(
     point /= s2 * sizes[None, :] ** 2
     n_c = len(refs.clusters)
     centre = np.zeros((n_c, n_c), dtype=np.float64)
+    if noisy:
+        return Distances(refs, point, centres_from_points(refs, point)), decoded
     for value, (a, b) in zip(totals[n_points:], refs.cluster_pairs, strict=True):
         m_a, m_b = len(refs.clusters[a][1]), len(refs.clusters[b][1])
         centre[a, b] = centre[b, a] = float(value) / (s2 * (m_a * m_b) ** 2)
     return Distances(refs, point, centre), decoded
+
+
+def centres_from_points(refs: ReferenceSets, point: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``E`` (C, C) derived from ``D`` (see :func:`decode_distances`, ``noisy``), clamped at 0.
+
+    ``E[a, b] = (mean_{i in a} (D[i, b] - D[i, a]) + mean_{i in b} (D[i, a] - D[i, b])) / 2``;
+    exact without noise because every cluster's members are rows of ``D``.
+    """
+    rows = {p: n for n, p in enumerate(refs.participants)}
+    n_c = len(refs.clusters)
+    centre = np.zeros((n_c, n_c), dtype=np.float64)
+    for a, b in refs.cluster_pairs:
+        in_a = [rows[p] for p in refs.clusters[a][1]]
+        in_b = [rows[p] for p in refs.clusters[b][1]]
+        via_a = float(np.mean(point[in_a, b] - point[in_a, a]))
+        via_b = float(np.mean(point[in_b, a] - point[in_b, b]))
+        centre[a, b] = centre[b, a] = max(0.0, (via_a + via_b) / 2.0)
+    return centre
 
 
 def plaintext_distances(

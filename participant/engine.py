@@ -39,6 +39,7 @@ from secfpp.participant.protocol import (
     aggregation_payload,
     committee_of,
     crypto_params,
+    distance_noise,
     distance_payload,
     distance_request,
     distributed_noise,
@@ -406,6 +407,7 @@ class Engine:
                 update=self.state.read_array(self._path(number, "update.npy")),
                 rng=self.rng,
                 noise=distributed_noise(self.config, self.params),  # distributed DP, else None
+                distance_noise=distance_noise(self.config, self.params),  # distance-stage DP
             )
             self.state.write_bytes(body_path, json.dumps(body).encode())
             progress["sharing_specs"] = task["sharing"]["envelopes"]
@@ -501,7 +503,13 @@ class Engine:
                 elif rerandomizes(self.config):  # the federation's choice, not the task's
                     zeros = self._opened(task, number, ZERO_KIND)
                     failed = tuple(sorted(set(failed) | set(zeros.failed)))
-                    payload, digest = distance_payload(task, opened, self.params, zeros=zeros)
+                    payload, digest = distance_payload(
+                        task,
+                        opened,
+                        self.params,
+                        zeros=zeros,
+                        noisy=distance_noise(self.config, self.params) is not None,
+                    )
                 else:
                     payload, digest = distance_payload(task, opened, self.params)
                 check_same_request(answered, digest)

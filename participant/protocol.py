@@ -27,6 +27,7 @@ from secfpp.crypto.committee import (
     check_announced_committee,
     committee_binding,
 )
+from secfpp.crypto.dp.distance import DistanceNoise, clip_reduced
 from secfpp.crypto.dp.distributed import DistributedNoise
 from secfpp.crypto.errors import ShareAuthenticationError
 from secfpp.crypto.field import FieldArray
@@ -211,6 +212,21 @@ def peer_keys(task: Mapping[str, Any]) -> dict[int, X25519PublicKey]:
     }
 
 
+def distance_noise(config: Mapping[str, Any], params: CryptoParams) -> DistanceNoise | None:
+    """The federation's distance-stage noise (``dp.distance_noise_multiplier``), else None.
+
+    Read from the config document (:mod:`crypto.dp.distance`); refuses (ParameterError)
+    parameters whose noisy distances could wrap the clustering field.
+    """
+    dp = config.get("dp") or {}
+    z = dp.get("distance_noise_multiplier")
+    if z is None:
+        return None
+    return DistanceNoise.for_params(
+        params, noise_multiplier=float(z), l2_clip=float(dp["distance_l2_clip"])
+    )
+
+
 def distributed_noise(config: Mapping[str, Any], params: CryptoParams) -> DistributedNoise | None:
     """The federation's distributed-DP noise (``dp.mechanism == "distributed"``), else None.
 
@@ -234,8 +250,15 @@ def share_body(
     update: NDArray[np.float64] | None,
     rng: RandomSource,
     noise: DistributedNoise | None = None,
+    distance_noise: DistanceNoise | None = None,
 ) -> dict[str, Any]:
     """The sharing upload: one sealed envelope per recipient and requested kind.
+
+    With ``distance_noise`` (:func:`distance_noise`, the federation's distance-stage DP)
+    the reduced prompt is clipped to its L2 bound before quantizing, and the
+    re-randomizing contribution carries this participant's discrete Gaussian noise at the
+    data point instead of zero (:mod:`crypto.dp.distance`); a task that shares a prompt
+    but asks for no such contribution is refused (the noise cannot be stripped).
 
     ``reduced`` is ``x_i`` (quantized in the clustering field, deterministic rounding);
     ``update`` is ``g_i`` (clipped to ``C`` and per entry, stochastic rounding), plus
@@ -251,8 +274,14 @@ def share_body(
     member ``k`` of it gets the share at ``alpha_k``. Otherwise recipient ``j`` gets the
     share at ``alpha_j``.
     """
-    peers = peer_keys(task)
     sharing = task["sharing"]
+    kinds = {spec["kind"] for spec in sharing["envelopes"]}
+    if distance_noise is not None and "prompt" in kinds and ZERO_KIND not in kinds:
+        raise ValueError(
+            "the federation adds DP noise to distances but the task asks for no "
+            f"{ZERO_KIND!r} contribution to carry it"
+        )
+    peers = peer_keys(task)
     committee = round_committee(task, params=params, federation_id=federation_id, index=index)
     point = (
         {int(r): int(r) for r in sharing["recipients"]}
@@ -270,11 +299,14 @@ def share_body(
                 raise ValueError(
                     f"zero-sharing has {length} entries, the task asks for {spec['vector_length']}"
                 )
-            shares = ZeroSharing(code).contribute(length, rng)
+            values = None if distance_noise is None else distance_noise.share(length, rng=rng)
+            shares = ZeroSharing(code).contribute(length, rng, values=values)
         elif kind == "prompt":
             if reduced is None:
                 raise ValueError("the task asks for a prompt share but no reduced prompt exists")
             f = params.clustering_field
+            if distance_noise is not None:  # the sensitivity assumes |x_i| <= rho
+                reduced = clip_reduced(reduced, distance_noise.l2_clip)
             vector = quantize(reduced, f.field, bits=f.bits, clip=f.clip)
             code = params.clustering_lcc()
         else:
@@ -385,12 +417,16 @@ def distance_payload(
     opened: OpenedShares,
     params: CryptoParams,
     zeros: OpenedShares | None = None,
+    *,
+    noisy: bool = False,
 ) -> tuple[bytes, str]:
     """Packed coded distances and the request digest; raises RefusalError first if unsafe.
 
     With ``zeros`` (the opened zero-sharing contributions, :mod:`participant.rerandomize`)
     the result is re-randomized (:func:`crypto.rerandomize.rerandomized_distances`), and a
     present participant whose contribution did not open is refused like a missing share.
+    ``noisy`` (the federation's distance-stage DP noise, :mod:`crypto.dp.distance`): the
+    centre-centre slots are left at 0, so only point-centre values (plus noise) are released.
     """
     refs = distance_request(task)
     have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
@@ -398,10 +434,14 @@ def distance_payload(
         refs, have_shares_from=have, min_reference_size=params.min_reference_size
     )
     field = params.clustering_field.field
+    if noisy and zeros is None:
+        raise ValueError("distance noise needs the re-randomizing contributions (zeros=)")
     if zeros is None:
         values = coded_distances(field, opened.shares, refs)
     else:
-        values = rerandomized_distances(field, opened.shares, zeros.shares, refs)
+        values = rerandomized_distances(
+            field, opened.shares, zeros.shares, refs, centre_pairs=not noisy
+        )
     if values.size != int(task["distances"]["result_length"]):
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))

@@ -39,5 +39,8 @@ def zero_sharing_length(params: CryptoParams) -> int:
 
 
 def rerandomizes(config: Mapping[str, Any]) -> bool:
-    """Whether the federation's config document (``/me``) re-randomizes distances."""
+    """Whether the federation's config document (``/me``) re-randomizes distances
+    (distance-stage DP noise, ``dp.distance_noise_multiplier``, implies it)."""
+    if (config.get("dp") or {}).get("distance_noise_multiplier") is not None:
+        return True
     return (config.get("crypto") or {}).get("rerandomize_distances") is True

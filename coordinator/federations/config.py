@@ -22,6 +22,7 @@ from secfpp.coordinator.federations.backbones import (
     text_width,
 )
 from secfpp.crypto.dp.accounting import calibrate_noise_multiplier
+from secfpp.crypto.dp.distance import DistanceNoise, with_distance_noise_headroom
 from secfpp.crypto.dp.distributed import DistributedNoise, with_distributed_headroom
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
@@ -524,6 +525,29 @@ class DifferentialPrivacyConfig(_Frozen):
         "accountant, and epsilon_budget defaults to it. Strategy feddpa's way to set its DP.",
     )
 
+    distance_noise_multiplier: float | None = Field(
+        default=None,
+        gt=0,
+        le=limits.MAX_NOISE_MULTIPLIER,
+        allow_inf_nan=False,
+        description="Distributed DP on the distance stage (strategy secfpp, docs/protocol.md "
+        "section 7): every present participant adds discrete Gaussian noise to every decoded "
+        "distance through its re-randomizing contribution (so it implies "
+        "rerandomize_distances), summed std >= z * 3 R^2 m_min^2 in decoded units (R = the "
+        "quantized distance_l2_clip, m_min = 3): a point-centre squared distance to a set "
+        "of m members carries std >= z * 27 rho^2 / m^2 (real units). Each round's release "
+        "is recorded in the privacy ledger (kind 'distance'). Null: no distance noise. The "
+        "clustering field's bits are lowered at creation so the noise cannot wrap it.",
+    )
+    distance_l2_clip: float = Field(
+        default=1.0,
+        gt=0,
+        le=limits.MAX_CLIP,
+        allow_inf_nan=False,
+        description="rho: with distance noise, each reduced prompt is clipped to this L2 "
+        "norm before it is shared; the sensitivity (hence the noise) scales with rho^2.",
+    )
+
     ldp_rank: int | None = Field(
         default=None,
         ge=1,
@@ -773,6 +797,15 @@ class _Policy(_Frozen):
         return self
 
     @model_validator(mode="after")
+    def _distance_noise_needs_distances(self) -> _Policy:
+        if self.dp.distance_noise_multiplier is not None and self.strategy != "secfpp":
+            raise ValueError(
+                "dp.distance_noise_multiplier needs strategy 'secfpp' (the only one with a "
+                f"distance stage), not {self.strategy!r}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _ldp_fits_the_strategy(self) -> _Policy:
         given = self.dp.ldp_given
         if given and self.strategy != "dpfpl":
@@ -817,8 +850,15 @@ class FederationCreate(_Policy):
                 f"dim), not {rank}",
             )
         dp = self.dp.calibrated(rounds=self.rounds.total)  # target_epsilon -> noise_multiplier
+        dz = dp.distance_noise_multiplier
         if self.crypto is not None:
             crypto = self.crypto
+            if dz is not None and not crypto.rerandomize_distances:
+                raise ParameterError(
+                    "crypto.rerandomize_distances",
+                    "must be true with dp.distance_noise_multiplier: the noise travels on the "
+                    "re-randomizing polynomial (crypto/dp/distance.py)",
+                )
         else:
             tol = self.tolerance
             params = _for_federation(
@@ -837,8 +877,12 @@ class FederationCreate(_Policy):
             z = dp.noise_multiplier
             if dp.mechanism == "distributed" and z is not None:
                 params = with_distributed_headroom(params, noise_multiplier=z)  # noise fits p
+            if dz is not None:  # the noisy distances fit the clustering field
+                params = with_distance_noise_headroom(
+                    params, noise_multiplier=dz, l2_clip=dp.distance_l2_clip
+                )
             crypto = CryptoConfig.from_params(params).model_copy(
-                update={"rerandomize_distances": tol.rerandomize_distances}
+                update={"rerandomize_distances": tol.rerandomize_distances or dz is not None}
             )
         if self.strategy == "dpfpl":
             dp = dp.with_ldp_defaults(max_rank=min(prompt.n_ctx, prompt.dim))
@@ -852,6 +896,8 @@ class FederationCreate(_Policy):
         params = config.crypto_params()  # validates bounds
         if dp.mechanism == "distributed" and dp.noise_multiplier is not None:
             DistributedNoise.for_params(params, noise_multiplier=dp.noise_multiplier)  # fits p
+        if dz is not None:
+            DistanceNoise.for_params(params, noise_multiplier=dz, l2_clip=dp.distance_l2_clip)
         return config
 
 

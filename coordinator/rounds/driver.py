@@ -483,7 +483,12 @@ class RoundDriver:
             results = store.results_of(
                 session, rnd.id, Stage.DISTANCES, state.responders[Stage.DISTANCES.value]
             )
-            return self._timed(Stage.DISTANCES, run_clustering, state, config, results)
+            return self._timed(
+                Stage.DISTANCES,
+                lambda: run_clustering(
+                    state, config, results, federation_id=rnd.federation_id, number=rnd.number
+                ),
+            )
         if stage not in UPLOAD_STAGES:
             return None
         if stage is Stage.SHARING:

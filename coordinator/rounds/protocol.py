@@ -28,8 +28,10 @@ from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_di
 from secfpp.crypto.aggregation import decode_cluster_mean
 from secfpp.crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
 from secfpp.crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
+from secfpp.crypto.dp.distance import DistanceNoise
 from secfpp.crypto.errors import DecodeError
 from secfpp.crypto.lcc import Decoded
+from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.refset_rules import effective_minimum
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.secpc import decode_distances
@@ -158,14 +160,26 @@ def close_stage(
 
 
 def run_clustering(
-    state: RoundState, config: FederationConfig, results: Mapping[int, bytes]
+    state: RoundState,
+    config: FederationConfig,
+    results: Mapping[int, bytes],
+    *,
+    federation_id: str = "",
+    number: int = 0,
 ) -> Outcome:
-    """Decode the SecPC distances (Reed-Solomon when redundant) and run the clustering step."""
+    """Decode the SecPC distances (Reed-Solomon when redundant) and run the clustering step.
+
+    With distance-stage DP (``dp.distance_noise_multiplier``) the decoded values carry the
+    contributors' noise; the outcome's ledger holds the release's record
+    (:meth:`crypto.dp.distance.DistanceNoise.record`) for ``federation_id``, round
+    ``number``.
+    """
     params = config.crypto_params()
     refs = state.refs_obj()
     if refs is None:
         raise ValueError("clustering stage without reference sets")
     spec = params.clustering_field
+    noise = distance_noise_of(config, params)
     points = _Points(state)
     vectors = {
         points.point(j): unpack_field_vector(
@@ -174,7 +188,9 @@ def run_clustering(
         for j, data in results.items()
     }
     try:
-        distances, decoded = decode_distances(params.clustering_lcc(), vectors, refs, spec)
+        distances, decoded = decode_distances(
+            params.clustering_lcc(), vectors, refs, spec, noisy=noise is not None
+        )
         decoded = points.named(decoded)
         if decoded.rejected:
             log.warning(
@@ -232,7 +248,19 @@ def run_clustering(
         "split_ratios": state.step.get("split_ratios", {}) if state.step else {},
         "decoded_distances": int(distances.point.size + len(refs.cluster_pairs)),
     }
-    return Outcome(target, state, detail)
+    if noise is None:
+        return Outcome(target, state, detail)
+    record = noise.record(federation_id=federation_id, round=number, refs=refs)
+    detail["distance_noise_rho"] = record.rho
+    return Outcome(target, state, detail, ledger=(record,))
+
+
+def distance_noise_of(config: FederationConfig, params: CryptoParams) -> DistanceNoise | None:
+    """The federation's distance-stage noise (:mod:`crypto.dp.distance`), else None."""
+    z = config.dp.distance_noise_multiplier
+    if z is None:
+        return None
+    return DistanceNoise.for_params(params, noise_multiplier=z, l2_clip=config.dp.distance_l2_clip)
 
 
 def planned_releases(

@@ -58,8 +58,9 @@ __all__ = [
 #: ``"gdp"``: coordinator noise on a decoded cluster mean; ``"ldp"``: a participant's
 #: per-step noise on its low-rank gradients; ``"distributed"``: discrete Gaussian noise
 #: added by the contributors before sharing (see
-#: :func:`crypto.dp.mechanisms.distributed_noise_share`).
-ReleaseKind = Literal["gdp", "ldp", "distributed"]
+#: :func:`crypto.dp.mechanisms.distributed_noise_share`); ``"distance"``: the distance
+#: stage's distributed discrete Gaussian (:mod:`crypto.dp.distance`).
+ReleaseKind = Literal["gdp", "ldp", "distributed", "distance"]
 ParticipantId = int | str
 #: See the module docstring.
 Mechanism = Literal["gaussian", "discrete_gaussian", "distributed_discrete_gaussian"]
@@ -90,7 +91,8 @@ class LedgerRecord:
     Attributes:
         federation_id: the federation the release belongs to.
         round: round index (``>= 0``).
-        kind: ``"gdp"``, ``"ldp"`` or ``"distributed"`` (see :data:`ReleaseKind`).
+        kind: ``"gdp"``, ``"ldp"``, ``"distributed"`` or ``"distance"`` (see
+            :data:`ReleaseKind`).
         participants: ids of the participants whose data the release covered
             (non-empty, no duplicates): the cluster's contributors for GDP and
             distributed noise, the one participant for LDP.
@@ -173,8 +175,10 @@ class LedgerRecord:
             if self.dimension is not None:
                 raise ParameterError("dimension", f"must be None for mechanism {self.mechanism!r}")
             return
-        if self.kind != "distributed":
-            raise ParameterError("kind", f"must be 'distributed' for {self.mechanism!r}")
+        if self.kind not in ("distributed", "distance"):
+            raise ParameterError(
+                "kind", f"must be 'distributed' or 'distance' for {self.mechanism!r}"
+            )
         if self.dimension is None:
             raise ParameterError("dimension", "is required for the distributed mechanism")
         _non_negative_int("dimension", self.dimension, minimum=1)

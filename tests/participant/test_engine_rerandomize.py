@@ -20,10 +20,10 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
 ) -> None:
     added: list[tuple[int, ...]] = []
 
-    def recording(task: Any, opened: Any, params: Any, zeros: Any = None) -> Any:
+    def recording(task: Any, opened: Any, params: Any, zeros: Any = None, **kw: Any) -> Any:
         assert zeros is not None, "a member answered without adding the zero-sharings"
         added.append(tuple(sorted(zeros.shares)))
-        return protocol.distance_payload(task, opened, params, zeros=zeros)
+        return protocol.distance_payload(task, opened, params, zeros=zeros, **kw)
 
     monkeypatch.setattr(engine_module, "distance_payload", recording)
     fid, engines = make_engines(http, tmp_path, rerandomize_distances=True)
