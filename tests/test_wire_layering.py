@@ -76,11 +76,11 @@ def test_wire_schema_imports_pydantic_and_the_standard_library_only() -> None:
 def test_the_checker_sees_each_form_of_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
-        "import secfpp.coordinator.api.models\n"
+        "import secfpp.coordinator.api.schemas\n"
         "from secfpp.coordinator import api\n"
-        "def f():\n    from secfpp.coordinator.api.models import Task\n"
+        "def f():\n    from secfpp.coordinator.api.schemas import Task\n"
     )
     names = [name for _, name in _imports(module)]
-    assert "secfpp.coordinator.api.models" in names
+    assert "secfpp.coordinator.api.schemas" in names
     assert "secfpp.coordinator.api" in names  # from secfpp.coordinator import api
-    assert "secfpp.coordinator.api.models.Task" in names  # the deferred import
+    assert "secfpp.coordinator.api.schemas.Task" in names  # the deferred import
