@@ -14,7 +14,7 @@ from secfpp.coordinator.rounds.views import MAX_POLL_AFTER_S, poll_after
 from secfpp.participant.engine import MAX_POLL_AFTER_S as DAEMON_CAP
 from secfpp.participant.engine import poll_interval
 from secfpp.wire.messages import Task
-from tests.coordinator.conftest import make_settings
+from tests.support.coordinator import make_settings
 
 
 def _task(sim: Any) -> dict[str, Any]:
