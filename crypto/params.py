@@ -202,6 +202,7 @@ class CryptoParams:
             "aggregation_code", self.aggregation_code, self.aggregation_field, degree=1
         )
         self._check_overflow()
+        _ = self.attestation_quorum  # reachable by every stage that could decode
 
     def _check_code(self, name: str, code: CodeSpec, spec: FieldSpec, *, degree: int) -> None:
         need = code.threshold(degree)
@@ -287,6 +288,19 @@ class CryptoParams:
     def aggregation_dropouts(self) -> int:
         """How many participants (committee members) may miss the aggregation stage."""
         return self.code_points - self.aggregation_code.threshold(1)
+
+    @property
+    def attestation_quorum(self) -> int:
+        """``Q = floor((P + T) / 2) + 1`` attestations of a coded stage's request a
+        participant needs before it answers (:func:`crypto.attestation.attestation_quorum`,
+        ``P`` = :attr:`code_points`, ``T`` = :attr:`colluders`). Checked against both
+        stages' thresholds (refused with a ``ParameterError`` on ``attestation_quorum``
+        where a stage could decode but never reach its quorum; the equivocation bound
+        ``2R - T > P`` already implies ``R >= Q``)."""
+        from secfpp.crypto.attestation import attestation_quorum  # imports transport
+
+        survivors = min(self.clustering_code.threshold(2), self.aggregation_code.threshold(1))
+        return attestation_quorum(self.code_points, self.colluders, survivors=survivors)
 
     def clustering_lcc(self) -> LagrangeCode:
         """The LCC code of the distance stage."""

@@ -49,6 +49,8 @@ from pydantic import BaseModel, ValidationError
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
 from secfpp.wire.headers import AUTHORIZATION, OCTETS, REQUEST_DIGEST, RETRY_AFTER
 from secfpp.wire.messages import (
+    AttestationReceipt,
+    Attestations,
     BeaconContributionReceipt,
     EnrollResponse,
     Inbox,
@@ -457,6 +459,25 @@ class CoordinatorClient:
             headers={"Content-Type": OCTETS, REQUEST_DIGEST: request_digest},
         )
         return _parse(UploadReceipt, answer, "POST", path)
+
+    def attest(
+        self, round_number: int, stage: str, digest: str, macs: dict[int, bytes]
+    ) -> dict[str, Any]:
+        """Attest ``digest`` for ``stage`` to every recipient of ``macs`` (recipient ->
+        MAC, crypto.attestation.attest); the same attestation again is a replay."""
+        path = f"/v1/participants/me/rounds/{round_number}/attestations"
+        body = {
+            "stage": stage,
+            "digest": digest,
+            "macs": [{"recipient": r, "mac": b64e(m)} for r, m in sorted(macs.items())],
+        }
+        return _parse(AttestationReceipt, self._request("POST", path, json=body), "POST", path)
+
+    def attestations(self, round_number: int, stage: str) -> dict[str, Any]:
+        """The attestations addressed to this participant for ``stage`` of the round
+        (``attestations``: sender, digest, base64 MAC) and the ``poll_after_s`` hint."""
+        path = f"/v1/participants/me/rounds/{round_number}/attestations/{stage}"
+        return _parse(Attestations, self._request("GET", path), "GET", path)
 
     def refuse(
         self, round_number: int, reason: str, message: str, senders: Sequence[int] = ()

@@ -35,6 +35,11 @@ from secfpp.wire.types import B64, MAX_PARTICIPANTS, B64Bytes, B64Key, Label, Pl
 __all__ = [
     "Action",
     "AggregationTask",
+    "AttestationIn",
+    "AttestationMac",
+    "AttestationOut",
+    "AttestationReceipt",
+    "Attestations",
     "BeaconContributionIn",
     "BeaconContributionReceipt",
     "ClusterSet",
@@ -416,6 +421,91 @@ class MetricsReceipt(WireModel):
     replayed: bool = Field(description="Every metric sent was already stored, same value.")
     metrics: dict[str, float] = Field(
         description="Everything this participant has reported for the round."
+    )
+
+
+# -- attestations (docs/protocol.md section 7, "Equivocation") ------------------------------
+class AttestationMac(WireModel):
+    recipient: int = Field(
+        ge=0,
+        lt=MAX_PARTICIPANTS,
+        description="A stage participant other than the sender (every participant, or in a "
+        "committee round a committee member).",
+    )
+    mac: B64Key = Field(
+        description="HMAC-SHA256 (32 bytes, base64) of the digest under the key the sender "
+        "and the recipient derive from their X25519 keys (crypto.attestation.attestation_mac); "
+        "the coordinator can neither compute nor check it."
+    )
+
+
+class AttestationIn(WireModel):
+    """The caller attests the request digest it was shown for a coded stage, once per
+    round and stage, to every other stage participant (docs/protocol.md section 7,
+    "Equivocation")."""
+
+    stage: Literal["distances", "aggregation"] = Field(description="The coded stage.")
+    digest: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] = Field(
+        description="SHA-256 (lowercase hex) of the request the caller was shown "
+        "(crypto.refusal distance_request_digest / aggregation_request_digest)."
+    )
+    macs: list[AttestationMac] = Field(
+        min_length=1,
+        max_length=MAX_PARTICIPANTS,
+        description="One MAC per recipient, each recipient at most once.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "stage": "aggregation",
+                    "digest": "ab" * 32,
+                    "macs": [{"recipient": 1, "mac": "A" * 43 + "="}],
+                }
+            ]
+        }
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> AttestationIn:
+        recipients = [m.recipient for m in self.macs]
+        if len(set(recipients)) != len(recipients):
+            raise ValueError("a recipient appears twice")
+        return self
+
+
+class AttestationReceipt(WireModel):
+    round: int
+    stage: str
+    participant_index: int
+    accepted: int = Field(description="MACs stored by this request (0 when replayed).")
+    replayed: bool = Field(description="Identical to the attestation already accepted.")
+
+
+class AttestationOut(WireModel):
+    sender: int = Field(description="The stage participant that attested.")
+    digest: str = Field(description="The request digest it attested (hex).")
+    mac: B64 = Field(description="Its MAC to the caller (32 bytes, base64).")
+
+
+class Attestations(WireModel):
+    round: int
+    stage: str
+    recipient: int = Field(description="The caller's index.")
+    attestations: list[AttestationOut] = Field(
+        description="Every attestation addressed to the caller for the round's stage, by "
+        "sender; the caller verifies each MAC and counts those of its own digest."
+    )
+    poll_after_s: float = Field(
+        description="Seconds the caller should wait before asking again while it has too "
+        "few (stage participants, N or the committee size, / task_poll_rate, at most 60, "
+        "and at most a tenth of the shortest stage deadline)."
+    )
+    seconds_left: float | None = Field(
+        description="Seconds until the stage's deadline by the coordinator's clock (null: "
+        "none). A participant whose quorum is not complete when fewer seconds are left than "
+        "its next poll would take refuses the request (`no_quorum`)."
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +84,19 @@ def federation(
     return create_federation(http, body)
 
 
-def make_engines(http: TestClient, tmp_path: Path, **tolerance: Any) -> tuple[str, list[Engine]]:
+def make_engines(
+    http: TestClient,
+    tmp_path: Path,
+    *,
+    client_of: Callable[[TestClient], CoordinatorClient] = CoordinatorClient,
+    **tolerance: Any,
+) -> tuple[str, list[Engine]]:
+    """A federation of N and one engine per participant, each on ``client_of(http)``."""
     fid, tokens = federation(http, **tolerance)
     engines = []
     for n, token in enumerate(tokens):
         state = StateDir(tmp_path / f"p{n}")
-        client = CoordinatorClient(http)
+        client = client_of(http)
         ident = enroll(
             client,
             state,

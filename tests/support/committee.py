@@ -133,9 +133,15 @@ class CommitteeFederation(federations.AdminRounds):
 
     # -- participants --------------------------------------------------------------------
     def act(self, skip: set[int] | frozenset[int] = frozenset()) -> None:
-        """Every participant not in ``skip`` does its current task once."""
+        """Every participant not in ``skip`` does its current task once; those left
+        waiting for their quorum of attestations (agreement on a coded stage's request,
+        docs/protocol.md section 7) poll again once everybody attested: the stage's extra
+        round trip."""
         for index, engine in sorted(self.engines.items()):
             if index not in skip:
+                engine.step()
+        for index, engine in sorted(self.engines.items()):
+            if index not in skip and engine._waiting is not None:
                 engine.step()
 
     def run_round(
