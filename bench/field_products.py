@@ -49,8 +49,8 @@ import numpy as np
 from secfpp.crypto.committee import plan_committee
 from secfpp.crypto.field import FieldArray, PrimeField
 from secfpp.crypto.linalg import matmul
-from secfpp.crypto.memory import retain_freed_memory
 from secfpp.crypto.params import MERSENNE_31, MERSENNE_61, CryptoParams
+from secfpp.process.memory import retain_freed_memory
 
 D = 100_000
 REDUCED_DIM = 128
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=7, help="best of this many runs")
     parser.add_argument("--no-round", action="store_true", help="products only")
     args = parser.parse_args(argv)
-    retain_freed_memory()  # as the daemon and the coordinator do (crypto/memory.py)
+    retain_freed_memory()  # as the daemon and the coordinator do (secfpp/process/memory.py)
     print(
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
         f"load average {load_average()}, one BLAS thread, CPU seconds, best of {args.repeat}"

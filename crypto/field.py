@@ -373,7 +373,7 @@ def scratch_buffer(size: int) -> NDArray[np.float64]:
     """A float64 work buffer of at least ``size`` entries, kept per thread and reused.
 
     Fresh multi-megabyte temporaries cost a page fault per 4 KiB page on every call
-    (see :mod:`crypto.memory`), more than the arithmetic on them; one buffer per thread,
+    (see :mod:`secfpp.process.memory`), more than the arithmetic on them; one buffer per thread,
     at most ``_TILE_ELEMENTS`` entries (8 MiB), is faulted in once. It holds limbs of
     the last product until the next one overwrites them: the process's own memory, which
     the threat model trusts (docs/protocol.md, section 2).

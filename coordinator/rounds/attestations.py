@@ -20,18 +20,13 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.schemas.federations import (
-    AttestationMac,
-    AttestationOut,
-    AttestationReceipt,
-    Attestations,
-    b64,
-)
 from secfpp.coordinator.db.models import Attestation, Participant, Round
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.coordinator.rounds.uploads import _check_member, _require_stage, open_round
+from secfpp.wire.messages import AttestationMac, AttestationOut, AttestationReceipt, Attestations
+from secfpp.wire.types import b64
 
 __all__ = ["accept", "addressed_to"]
 

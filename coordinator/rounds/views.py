@@ -11,26 +11,6 @@ from typing import Any
 from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.schemas.federations import (
-    AggregationTask,
-    ClusterSet,
-    CommitteeOut,
-    ContributionOut,
-    DistanceTask,
-    EnvelopeSpec,
-    EventOut,
-    FederationStatus,
-    Inbox,
-    InboxEnvelope,
-    NextBeaconOut,
-    Peer,
-    PromptOut,
-    RoundOutcome,
-    RoundStatus,
-    SharingTask,
-    Task,
-    b64,
-)
 from secfpp.coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
@@ -51,6 +31,26 @@ from secfpp.crypto.clustering import Membership
 from secfpp.crypto.rerandomize import output_bound
 from secfpp.crypto.transport import ENVELOPE_OVERHEAD
 from secfpp.crypto.wire import element_width
+from secfpp.wire.messages import (
+    AggregationTask,
+    ClusterSet,
+    CommitteeOut,
+    ContributionOut,
+    DistanceTask,
+    EnvelopeSpec,
+    EventOut,
+    FederationStatus,
+    Inbox,
+    InboxEnvelope,
+    NextBeaconOut,
+    Peer,
+    PromptOut,
+    RoundOutcome,
+    RoundStatus,
+    SharingTask,
+    Task,
+)
+from secfpp.wire.types import b64
 
 __all__ = [
     "CONTEXT_STAGES",

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from tests.docker.conftest import DOCKER, REPO
 from tests.docker.test_compose import resolved
+from tests.support.docker import DOCKER, REPO
 
 SCRIPTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
 # Images compose pulls: each pinned, with the environment names and mount points its

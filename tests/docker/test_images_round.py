@@ -36,8 +36,8 @@ import httpx
 import pytest
 
 from demo.processes import ProcessGroup
-from tests.conftest import PG_HOST, PG_PORT, PG_USER, PostgresDatabases
-from tests.docker.conftest import DOCKER, REPO, missing
+from tests.support.databases import PG_HOST, PG_PORT, PG_USER, PostgresDatabases
+from tests.support.docker import DOCKER, REPO, missing
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow, pytest.mark.postgres]
 

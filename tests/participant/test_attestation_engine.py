@@ -24,8 +24,8 @@ from secfpp.crypto.refusal import aggregation_request_digest
 from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
 from secfpp.participant.protocol import committee_of, peer_keys
-from tests.coordinator.conftest import FakeClock
 from tests.participant.test_engine import ADMIN, GroupTrainer, N, make_engines
+from tests.support.common import ADMIN_TOKEN, FakeClock
 
 GROUP_B = (5, 6, 7)
 """Shown request B (the aggregation set without participant 7) by the equivocator."""
@@ -40,7 +40,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def http(db_url: str, clock: FakeClock) -> Iterator[TestClient]:
-    settings = Settings(database_url=db_url, admin_token="admin-token")
+    settings = Settings(database_url=db_url, admin_token=ADMIN_TOKEN)
     with TestClient(create_app(settings, clock=clock)) as client:
         yield client
 
