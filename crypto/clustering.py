@@ -448,6 +448,57 @@ def _spread_merge(
     return None if best is None else Merge(best[1], best[2], best[0])
 
 
+def _test_splits(
+    distances: Distances,
+    groups: dict[int, list[int]],
+    config: ClusteringConfig,
+    salt: str | None,
+    frozen: frozenset[int],
+) -> tuple[dict[int, float], dict[int, float], _Candidate | None]:
+    """Step 2, the test: ``W2/W1`` and the p-value of every cluster with a probe axis, and
+    the most significant passing cut of a cluster that may split (least ``(p, W2/W1)``)."""
+    ratios: dict[int, float] = {}
+    p_values: dict[int, float] = {}
+    best: _Candidate | None = None
+    sizes = {c: len(m) for c, m in distances.refs.clusters}
+    for c, probe in distances.refs.probes:
+        if not 2 <= len(probe) <= sizes[c] - 2:
+            continue  # no axis to measure
+        seed = f"{'unsalted' if salt is None else salt}|{c}"
+        ratios[c], p_values[c], candidate = _split_candidate(
+            distances, c, probe, groups, config, seed
+        )
+        if candidate is None or c in frozen:
+            continue
+        if best is None or (candidate.p_value, candidate.ratio) < (best.p_value, best.ratio):
+            best = candidate
+    return ratios, p_values, best
+
+
+def _apply_split(
+    best: _Candidate, child: int, groups: dict[int, list[int]], assignment: dict[int, int]
+) -> Split:
+    """Step 2, the split: ``best``'s moved members leave its parent for cluster ``child``."""
+    for i in best.moved:
+        groups[best.parent].remove(i)
+        assignment[i] = child
+    groups[child] = list(best.moved)
+    return Split(best.parent, child, best.moved, best.ratio, best.p_value)
+
+
+def _undo_merge(distances: Distances, undo: tuple[int, int]) -> Merge:
+    """Step 3 for a split under review that cost accuracy: merge ``(kept, removed)`` back;
+    ``e`` is their centres' decoded distance, -1 when not both were measured this round."""
+    kept, removed = undo
+    col_of = {c: n for n, c in enumerate(c for c, _ in distances.refs.clusters)}
+    e = (
+        float(distances.centre[col_of[kept], col_of[removed]])
+        if kept in col_of and removed in col_of
+        else -1.0
+    )
+    return Merge(kept, removed, e, undo=True)
+
+
 def secpc_step(
     distances: Distances,
     membership: Membership,
@@ -470,55 +521,19 @@ def secpc_step(
     round draws them from its beacon). Its ``watches`` and ``frozen`` are empty: the
     accuracy review keeps them (:func:`crypto.split_review.advance`).
     """
-    refs = distances.refs
     assignment, groups = _assign(distances, membership)
     if undo is not None and not (undo[0] in groups and undo[1] in groups):
         raise ParameterError("undo", f"clusters {undo} must both exist to be merged back")
-
-    # 2. split: the tested cluster whose passing cut is most significant, at most one.
+    ratios, p_values, best_split = _test_splits(distances, groups, config, salt, frozen)
     next_id = membership.next_id
-    ratios: dict[int, float] = {}
-    p_values: dict[int, float] = {}
-    best_split: _Candidate | None = None
-    for c, probe in refs.probes:
-        if not 2 <= len(probe) <= len(dict(refs.clusters)[c]) - 2:
-            continue  # no axis to measure
-        seed = f"{'unsalted' if salt is None else salt}|{c}"
-        ratios[c], p_values[c], candidate = _split_candidate(
-            distances, c, probe, groups, config, seed
-        )
-        if candidate is None or c in frozen:
-            continue
-        if best_split is None or (candidate.p_value, candidate.ratio) < (
-            best_split.p_value,
-            best_split.ratio,
-        ):
-            best_split = candidate
     splits: list[Split] = []
     if undo is None and best_split is not None and len(groups) < config.max_clusters:
-        child = next_id
+        splits.append(_apply_split(best_split, next_id, groups, assignment))
         next_id += 1
-        for i in best_split.moved:
-            groups[best_split.parent].remove(i)
-            assignment[i] = child
-        groups[child] = list(best_split.moved)
-        splits.append(
-            Split(best_split.parent, child, best_split.moved, best_split.ratio, best_split.p_value)
-        )
-
-    # 3. merge (only in a round without a split): an undo, else the closest close pair.
     merges: list[Merge] = []
-    if undo is not None:
-        kept, removed = undo
-        col_of = {c: n for n, c in enumerate(c for c, _ in refs.clusters)}
-        e = (
-            float(distances.centre[col_of[kept], col_of[removed]])
-            if kept in col_of and removed in col_of
-            else -1.0  # not both measured this round
-        )
-        merge: Merge | None = Merge(kept, removed, e, undo=True)
-    else:
-        merge = None if splits else _spread_merge(distances, groups, config)
+    merge = _undo_merge(distances, undo) if undo is not None else None
+    if undo is None and not splits:
+        merge = _spread_merge(distances, groups, config)
     if merge is not None:
         for i in groups.pop(merge.removed, []):
             assignment[i] = merge.kept
