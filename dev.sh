@@ -99,7 +99,7 @@ case "$job" in
         "$VENV/bin/python" -m demo "$@"
         ;;
     bench)
-        "$VENV/bin/python" -m bench.crypto_round "$@"
+        "$VENV/bin/python" -m bench.crypto.round "$@"
         ;;
     *)
         echo "usage: bash dev.sh {demo|test|quick|bench} [args...]" >&2

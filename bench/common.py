@@ -150,7 +150,7 @@ def _plain(method: Method, base: SimulationConfig, training: Training) -> Simula
 
 
 def _dpfpl(method: Method, base: SimulationConfig, training: Training) -> SimulationConfig:
-    """DP-FPL as in bench.accuracy: rank-2 local prompt, clip 1; LDP on the two low-rank
+    """DP-FPL as in bench.accuracy.run: rank-2 local prompt, clip 1; LDP on the two low-rank
     gradients per step (Poisson-subsampled) and GDP on the aggregated update, each calibrated
     with dp-accounting to ``epsilon`` (no noise when ``epsilon`` is None). ``base``'s strategy
     settings (e.g. ``ctx_init``) are kept."""

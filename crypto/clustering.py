@@ -57,8 +57,8 @@ each member's own noise towards its own part. First probes have an odd size near
 balanced probe has no axis to offer).
 
 Measured on simulated prompts (``r = 128``, unit per-coordinate spread, persistent
-member offsets plus 0.2 jitter per round, three rounds, ``python -m bench.clustering``)
-and on the demo's real prompts (``python -m bench.split_rate``): see the README,
+member offsets plus 0.2 jitter per round, three rounds, ``python -m bench.clustering.probe_split``)
+and on the demo's real prompts (``python -m bench.clustering.split_rate``): see the README,
 "Clustering on the demo's setting", for the figures.
 
 Participants absent from ``D`` (they did not share this round) keep their cluster (and

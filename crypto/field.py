@@ -323,7 +323,7 @@ def narrow_product(left: PreparedLeft, b: FieldArray) -> FieldArray:
     single GEMM is exact only if ``k * max|a| * max|b| < 2**53``, and residues of a
     31-bit prime have products of up to 60 bits even centred. So this runs at most at
     half the speed of a float64 GEMM of the same shape; measured ratios are in
-    docs/results/field-products.md (``python -m bench.field_products``).
+    docs/results/field-products.md (``python -m bench.crypto.field_products``).
     """
     b = np.asarray(b, dtype=np.int64)
     n, k = left.shape

@@ -61,7 +61,8 @@ two-means statistic of the probe partition itself in all ``r`` dimensions:
 :func:`probe_between_fraction`. The 1-D ratio sees one axis; ``beta_P`` sees how much of
 the cluster's whole spread the probe partition explains. On the demo's prompts (a
 one-off replay of recorded round-1 to round-3 prompt movements of the
-``bench/split_rate.py`` federations) the domain partition holds ``beta = 0.34 - 0.58`` of the spread
+``bench/clustering/split_rate.py`` federations) the domain partition holds ``beta = 0.34 - 0.58``
+of the spread
 in round 1 and ``0.24 - 0.45`` later, while no partition of a single-domain federation of 8
 (min part 3) held more than ``0.37``; the 1-D ratio of the domain partition was
 ``0.01 - 0.11``, overlapping the single-domain values. :mod:`crypto.clustering` uses both.

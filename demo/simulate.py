@@ -1,19 +1,20 @@
 """Simulate a federation on your own image domains: does SecFPP find them, and does it pay?
 
 ``python -m demo.simulate --domain cats=./photos/cats --domain ./sketches.csv --seeds 3``
-runs, per seed, the in-process federation of :mod:`bench.accuracy` (the real coordinator app,
+runs, per seed, the in-process federation of :mod:`bench.accuracy.run` (the real coordinator app,
 the real participant engines, coded SecPC on the shipped ``tiny-offline`` CLIP:
 :func:`demo.simulation.simulate`) on the given domains, each given to a group of participants
 with Dirichlet(``alpha``) label skew inside it, and reports per seed
 
 * the clusters after every round (members and their true domains), their **purity** against
   the given domains (:func:`demo.report.cluster_purity`), the round the domains **parted**
-  (purity >= 0.9, as ``bench.split_rate``) and the round every domain was **found** (exactly
-  one cluster per domain, as ``bench.signal_replay``), membership changes after parting;
+  (purity >= 0.9, as ``bench.clustering.split_rate``) and the round every domain was
+  **found** (exactly one cluster per domain, as ``bench.clustering.signal_replay``),
+  membership changes after parting;
 * **false splits**: per round, the domains whose participants sit in more than one cluster;
 * every method's held-out **accuracy** per participant, its mean and 10th percentile: SecFPP,
   PromptFL, local training and SecFPP without clustering by default
-  (:data:`bench.accuracy_methods.METHODS`);
+  (:data:`bench.accuracy.methods.METHODS`);
 
 and writes ``OUT/simulate.json`` and ``OUT/simulate.png``. A domain is a registered name
 (``python -m demo.simulate --list``), a folder ``ROOT/<class>/<image>`` or a CSV file
@@ -192,7 +193,7 @@ def _check(spec: SimulateSpec) -> tuple[str, int]:
     Raises:
         ValueError: a bad domain, method or number (the message says which).
     """
-    from bench.accuracy_methods import METHODS
+    from bench.accuracy.methods import METHODS
     from demo.data.registry import resolve_domain
     from secfpp.coordinator.federations.config import ClusteringPolicy
 
@@ -287,8 +288,8 @@ def _summary(seeds: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[st
 def run(spec: SimulateSpec, *, command: str = "python -m demo.simulate") -> dict[str, Any]:
     """Simulate every seed of ``spec``; write ``simulate.json`` and ``simulate.png`` into
     ``spec.out`` and return the JSON's content."""
-    from bench.accuracy import run_unit
-    from bench.accuracy_methods import BenchConfig
+    from bench.accuracy.methods import BenchConfig
+    from bench.accuracy.run import run_unit
 
     setting, participants = _check(spec)
     methods = list(dict.fromkeys(["secfpp", *spec.methods]))  # SecFPP: the clusters

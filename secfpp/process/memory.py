@@ -7,7 +7,7 @@ d = 100,000 a participant's sharing makes about ten arrays of 0.8-2 MB). glibc's
 such block is then faulted in and zeroed by the kernel again. glibc raises the
 threshold by itself only after such blocks have been freed, so a daemon that shares
 once per stage, with training in between, keeps paying: measured with
-``bench.committee`` (N = 1,000, c = 81), a participant's first shares in a process cost
+``bench.crypto.committee`` (N = 1,000, c = 81), a participant's first shares in a process cost
 8-10 ms against 4.5 ms once the heap is warm, almost all of it page faults.
 
 :func:`retain_freed_memory` sets the two ``mallopt`` parameters that stop this:
@@ -22,7 +22,7 @@ the threat model (docs/protocol.md, section 2) already trusts each party's own
 process memory, which holds the same values while they are in use.
 
 Called once at start by the participant daemon, the coordinator's server and
-workers, and the benchmarks that time them (``bench.committee``). Elsewhere (musl,
+workers, and the benchmarks that time them (``bench.crypto.committee``). Elsewhere (musl,
 macOS, Windows) it does nothing and says so.
 """
 

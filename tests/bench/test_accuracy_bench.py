@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bench.accuracy import main
-from bench.accuracy_methods import METHODS, membership_changes
-from bench.render_accuracy import END, START, render, replace_region, targets
+from bench.accuracy.methods import METHODS, membership_changes
+from bench.accuracy.render import END, START, render, replace_region, targets
+from bench.accuracy.run import main
 
 
 def test_membership_changes_counts_participants_whose_mates_changed() -> None:
@@ -135,7 +135,7 @@ def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
         assert f"| {spec.label} | " in body
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{START}\n{END}\n")
-    from bench.render_accuracy import main as render_main
+    from bench.accuracy.render import main as render_main
 
     # without a privacy report (the join is tested in test_privacy_columns.py)
     absent = tmp_path / "no-privacy.json"
@@ -146,7 +146,7 @@ def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
 
 def test_summarize_keeps_every_setting_built_in_ones_first() -> None:
     """Issue 29: a setting other than the four built-in names was silently dropped."""
-    from bench.accuracy import summarize
+    from bench.accuracy.run import summarize
 
     def unit(setting: str, seed: int, mean: float) -> dict[str, Any]:
         row = {"mean": mean, "p10": mean - 0.1, "seconds_per_round": 1.0}

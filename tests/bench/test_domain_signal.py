@@ -1,4 +1,4 @@
-"""``bench.domain_signal``: the between-part fraction against hand-computed values, the
+"""``bench.clustering.domain_signal``: the between-part fraction against hand-computed values, the
 exhaustive best partition on planted groups, and a real ``--quick`` run."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.domain_signal import best_partition, between_fraction, main
+from bench.clustering.domain_signal import best_partition, between_fraction, main
 
 
 def test_between_fraction_known_answer() -> None:

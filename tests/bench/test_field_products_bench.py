@@ -1,10 +1,10 @@
-"""bench.field_products runs in its quick mode and prints every product and the round."""
+"""bench.crypto.field_products runs in its quick mode and prints every product and the round."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import field_products
+from bench.crypto import field_products as field_products
 
 
 def test_quick_run_prints_every_shape_and_the_round(capsys: pytest.CaptureFixture[str]) -> None:
@@ -18,7 +18,7 @@ def test_quick_run_prints_every_shape_and_the_round(capsys: pytest.CaptureFixtur
 
 
 def test_main_shapes_follow_the_codes() -> None:
-    # N = 100: K = 50, T = 25, L = 2000; committees c = 81 and c = 379 (bench.committee).
+    # N = 100: K = 50, T = 25, L = 2000; committees c = 81 and c = 379 (bench.crypto.committee).
     labels = {s.label: s for s in field_products.shapes(quick=False)}
     enc = labels["N=100 encoding"]
     assert (enc.m, enc.k, enc.cols) == (75, 75, 2000)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import flower_secagg as fs
+from bench.crypto import flower_secagg as fs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_main_without_flwr_says_how_to_install_and_exits_2(
 def test_module_run_without_flwr_exits_2() -> None:
     code = (
         "import runpy, sys; sys.modules['flwr'] = None; "
-        "runpy.run_module('bench.flower_secagg', run_name='__main__')"
+        "runpy.run_module('bench.crypto.flower_secagg', run_name='__main__')"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, "--quick"],

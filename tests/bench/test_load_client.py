@@ -1,4 +1,4 @@
-"""The load benchmark's own HTTP client (bench.loadhttp) and figures (bench.load).
+"""The load benchmark's own HTTP client (bench.load.http) and figures (bench.load.run).
 
 A tiny asyncio server answers with a Content-Length body, a chunked body and a
 ``Connection: close``; the client must read each answer exactly, reuse its keep-alive
@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from bench.load import summarize
-from bench.loadhttp import Connection
-from bench.loadsim import Sample
+from bench.load.http import Connection
+from bench.load.run import summarize
+from bench.load.sim import Sample
 
 
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -112,7 +112,7 @@ def test_summary_percentiles_and_error_counts() -> None:
 def test_the_default_pool_keeps_connections_within_the_budget(
     threads: int, workers: int, expected: tuple[int, int]
 ) -> None:
-    from bench.load import POOL_BUDGET, default_pool
+    from bench.load.run import POOL_BUDGET, default_pool
 
     pool, overflow = default_pool(threads, workers)
     assert (pool, overflow) == expected

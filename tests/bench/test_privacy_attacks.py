@@ -9,9 +9,9 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from bench.privacy_metrics import attack_score, roc_auc, tpr_at_fpr
-from bench.privacy_mi import distance_leakage, gaussian_mi, ksg_mi
-from bench.privacy_mia import (
+from bench.privacy.metrics import attack_score, roc_auc, tpr_at_fpr
+from bench.privacy.mi import distance_leakage, gaussian_mi, ksg_mi
+from bench.privacy.mia import (
     lira_scores,
     logit_confidence,
     loss_scores,
@@ -173,7 +173,7 @@ def test_distance_information_is_carried_by_the_norm() -> None:
 
 
 def test_auc_standard_error_matches_spread_under_null() -> None:
-    from bench.privacy_metrics import auc_standard_error
+    from bench.privacy.metrics import auc_standard_error
 
     rng = np.random.default_rng(12)
     aucs = [

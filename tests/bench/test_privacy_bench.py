@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bench import privacy
-from bench.privacy_report import END, START, render_markdown, write_doc_region
-from bench.privacy_summary import SHARED_SETTINGS, summarize
+from bench.privacy.report import END, START, render_markdown, write_doc_region
+from bench.privacy import run as privacy
+from bench.privacy.summary import SHARED_SETTINGS, summarize
 
 # one worker runs the whole module: its tests share the 30 s quick run (quick_report)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("privacy_quick_report")]

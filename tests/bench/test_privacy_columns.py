@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from bench.privacy_columns import privacy_label, privacy_table
-from bench.render_accuracy import END, SETTING_LABELS, START, render
-from bench.render_accuracy import main as render_main
+from bench.accuracy.render import END, SETTING_LABELS, START, render
+from bench.accuracy.render import main as render_main
+from bench.privacy.columns import privacy_label, privacy_table
 
 
 def _accuracy_entry(label: str, mean: float) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bench.common import RoundView
-from bench.privacy_coordinator import (
+from bench.privacy.coordinator import (
     distance_features,
     majority_label,
     nearest_neighbour_attack,

@@ -1,4 +1,5 @@
-"""``bench.signal_replay``: the case bookkeeping on hand-made histories, the replay on planted
+"""``bench.clustering.signal_replay``: the case bookkeeping on hand-made histories, the replay on
+planted
 groups and on one group, and a real ``--quick`` run on the shipped backbone."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.signal_replay import _case, main, replay
+from bench.clustering.signal_replay import _case, main, replay
 from secfpp.crypto.clustering import ClusteringConfig
 
 DOMAINS = ["a", "a", "a", "b", "b", "b"]

@@ -5,7 +5,7 @@ and parsed in the event loop before the token was checked, so a few of them took
 coordinator to gigabytes and stalled ``/healthz``. These tests drive the ASGI app with a
 ``receive`` that counts what the app takes from the client: a caller without a valid
 credential must get its 401 with nothing received. The memory and latency figures are
-measured by ``bench/body_memory.py`` (real uvicorn, real HTTP), not here.
+measured by ``bench/load/body_memory.py`` (real uvicorn, real HTTP), not here.
 """
 
 from __future__ import annotations

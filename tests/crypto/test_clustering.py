@@ -210,7 +210,7 @@ def test_a_near_identical_outlying_pair_does_not_block_the_split(
     the pair). With beacon-drawn probes (no refinement towards the groups) the pair
     still costs some power: measured (30 trials, six rounds) without / with the pair
     24/24, 24/19, 24/16, 22/20 for the four cases here (30/30 everywhere with refined
-    probes, which let the coordinator choose its sets; ``python -m bench.clustering``,
+    probes, which let the coordinator choose its sets; ``python -m bench.clustering.probe_split``,
     docs/protocol.md section 4)."""
     without = _parted(sizes, gap, 0.0)
     with_pair = _parted(sizes, gap, pair)

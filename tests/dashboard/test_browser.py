@@ -108,7 +108,7 @@ def test_live_round_heatmap_and_revoke_in_chromium(chromium: Any, live_server: L
 def test_large_federation_in_chromium(chromium: Any, live_server: LiveServer) -> None:
     """The benchmark's federation (100 participants, 50 rounds, Gaussian DP) as a browser
     sees it: every section renders, and a screenshot for the README."""
-    from bench.dashboard import seed
+    from bench.load.dashboard import seed
     from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 
     http = httpx.Client(base_url=live_server.url, timeout=30, headers=ADMIN)

@@ -1,4 +1,5 @@
-"""``python -m bench.split_rate --quick`` runs end to end and records what the README cites."""
+"""``python -m bench.clustering.split_rate --quick`` runs end to end and records what the README
+cites."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.clustering import rate
-from bench.split_rate import main
+from bench.clustering.probe_split import rate
+from bench.clustering.split_rate import main
 from secfpp.crypto.clustering import ClusteringConfig
 
 

@@ -1,6 +1,6 @@
 """Several coordinator worker processes on one database serve a round correctly.
 
-``uvicorn --workers 2`` (the documented multi-process command, run by ``bench.load
+``uvicorn --workers 2`` (the documented multi-process command, run by ``bench.load.run
 --workers 2``) spreads the simulated participants' keep-alive connections over two
 processes, each with its own caches (settled rounds, parsed configs) and single-flight
 locks: uploads land in one process while the other answers polls and drives. Every
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import load
+from bench.load import run as load
 
 WARMUP = ["sharing->aggregation", "aggregation->published"]
 CLUSTERED = [

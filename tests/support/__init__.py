@@ -10,7 +10,7 @@ needs beyond that lives here, once, and is imported from here:
 * :mod:`tests.support.coordinator`: coordinator settings, problem-document asserts and the
   simulated participants of the coordinator tests.
 * :mod:`tests.support.trainers`: the stand-in trainer of the participant engine (also the
-  workload of ``bench/loadsim.py``).
+  workload of ``bench/load/sim.py``).
 * :mod:`tests.support.processes`: a real coordinator process.
 * :mod:`tests.support.faults`, :mod:`tests.support.replicas`, :mod:`tests.support.committee`,
   :mod:`tests.support.dashboard`, :mod:`tests.support.docker`: the kits of those suites.

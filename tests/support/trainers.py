@@ -6,7 +6,7 @@ reduced prompt ``x_i`` is ``+-0.5`` plus a little noise of a public seed, its up
 ``g_i`` a fixed small vector. Same index and round, same numbers: two runs of a
 federation publish identical prompts when the same participants contribute.
 
-It is also the workload of the load benchmark (``bench/loadsim.py`` imports it from here:
+It is also the workload of the load benchmark (``bench/load/sim.py`` imports it from here:
 one copy, so a load run trains exactly what the fault tests verify; bench/ and tests/ both
 run from a source checkout and are never installed).
 """

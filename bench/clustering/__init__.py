@@ -1,0 +1,1 @@
+"""Benchmarks of SecPC clustering: split rate, the data signal, the probe split test."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the crypto core: a round, decoding, committees, Flower SecAgg+ side by side."""

@@ -1,0 +1,280 @@
+"""Benchmark: the re-randomized distance stage against today's (issue 26, item 3).
+
+Prints a Markdown report (not a test). For each setting (``N = 100`` all-to-all and
+``N = 1,000`` with its committee, :func:`bench.crypto.committee.setting`), in one process, one
+BLAS thread, CPU seconds (``time.process_time``), the same reference sets as
+:mod:`bench.crypto.committee` (8 clusters and their 8 probes: ``result_length`` is the public
+bound :func:`crypto.rerandomize.output_bound`, the worst case):
+
+* **distance stage, member** — before: open the ``N - 1`` prompt envelopes and compute
+  the coded distances (:func:`crypto.secpc.coded_distances`); after: the same, plus open
+  the ``N - 1`` zero-sharing envelopes (sealed like every share, each of the bound's
+  length) and add them (:func:`crypto.rerandomize.rerandomize`).
+* **distance stage, decode** — the coordinator's decode of the members' results. Before
+  and after decode a codeword of the same length and degree (re-randomized results are
+  one), timed on separate codewords in the same run.
+* **sharing stage, participant** (moved there by the design): drawing one zero-sharing of
+  the bound's length for the ``c`` recipients (:meth:`crypto.rerandomize.ZeroSharing.contribute`),
+  packing and sealing ``c`` envelopes.
+* **traffic**: bytes a participant uploads and a member receives per round for the
+  zero-sharing, beside today's prompt shares and results.
+
+The incoming shares and contributions are uniform field elements: with ``T >= 1`` one
+share is uniform (see :mod:`bench.crypto.committee`); a contribution's value at one point is
+uniform too (``F >= 1`` drawn values). At ``N = 100`` the stage also runs for real (all
+shares and contributions, every member, decode checked against plaintext distances).
+
+Usage:  python -m bench.crypto.rerandomize [--n 100 1000] [--out
+docs/results/rerandomized-distances.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import sys
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+from bench.crypto.committee import (
+    REDUCED_DIM,
+    Setting,
+    _open_all,
+    _refs,
+    _seal_all,
+    _warm_ring,
+    cpu,
+    setting,
+)
+from bench.crypto.decode import make_case
+from secfpp.crypto.lcc import LagrangeCode
+from secfpp.crypto.quantize import quantize
+from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
+from secfpp.crypto.rng import DeterministicRandom, SystemRandom
+from secfpp.crypto.secpc import coded_distances, decode_distances, plaintext_distances
+from secfpp.crypto.transport import (
+    ENVELOPE_OVERHEAD,
+    KeyPair,
+    KeyRing,
+    ShareContext,
+    generate_keypair,
+    seal_share,
+)
+from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
+from secfpp.process.memory import retain_freed_memory
+
+_HEADER = 24  # packed vector header (crypto.wire)
+
+
+def _inbox(
+    n: int, length: int, prime: int, stage: str, seed: int
+) -> tuple[KeyRing, list[KeyPair], list[bytes]]:
+    """``n - 1`` envelopes of uniform field vectors to one member, and its warm ring."""
+    rng = DeterministicRandom(seed)
+    member = generate_keypair(rng)
+    senders = [generate_keypair(rng) for _ in range(n - 1)]
+    inbox = [
+        seal_share(
+            k.private,
+            member.public,
+            pack_field_vector(rng.field_elements(prime, length), prime=prime),
+            context=ShareContext("bench", 1, stage, i, 0),
+        )
+        for i, k in enumerate(senders)
+    ]
+    return _warm_ring(member, senders, stage), senders, inbox
+
+
+def _real_check(s: Setting, seed: int = 3) -> str:
+    """Every share, contribution and member result for real; decode vs plaintext."""
+    spec = s.params.clustering_field
+    code = LagrangeCode(spec.field, 1, s.clustering.t, s.members)
+    refs = _refs(s.n)
+    rng = DeterministicRandom(seed)
+    vectors = np.random.default_rng(seed).normal(0, 0.5, (s.n, REDUCED_DIM))
+    q = [quantize(v, code.field, bits=spec.bits, clip=spec.clip) for v in vectors]
+    shares = np.stack([code.share(x, rng) for x in q], axis=1)  # (members, n, r)
+    zeros = ZeroSharing(code)
+    bound = output_bound(s.n, 8)
+    contributions = np.stack([zeros.contribute(bound, rng) for _ in range(s.n)], axis=1)
+    results = {
+        j: rerandomized_distances(
+            code.field, dict(enumerate(shares[j])), dict(enumerate(contributions[j])), refs
+        )
+        for j in range(s.members)
+    }
+    plain = {j: coded_distances(code.field, dict(enumerate(shares[j])), refs) for j in results}
+    got, _ = decode_distances(code, results, refs, spec)
+    want, _ = decode_distances(code, plain, refs, spec)
+    assert np.array_equal(got.point, want.point)
+    assert np.array_equal(got.centre, want.centre)
+    assert not any(np.array_equal(results[j], plain[j]) for j in results)
+    real = np.round(np.clip(vectors, -spec.clip, spec.clip) * spec.scale) / spec.scale
+    exact = plaintext_distances(list(real), refs)
+    np.testing.assert_allclose(got.point, exact.point, rtol=1e-9)
+    return f"real run at N = {s.n}: decoded distances equal today's exactly and the plaintext"
+
+
+def measure(s: Setting, sample: int) -> dict[str, float]:
+    spec = s.params.clustering_field
+    code = LagrangeCode(spec.field, 1, s.clustering.t, s.members)
+    prime, r = spec.prime, REDUCED_DIM
+    refs = _refs(s.n)
+    bound = output_bound(s.n, 8)
+    assert refs.result_length == bound
+    rng = DeterministicRandom(1)
+    ring, senders, prompt_inbox = _inbox(s.n, r, prime, "sharing-prompt", 1)
+    _, _, zero_inbox = _inbox(s.n, bound, prime, "sharing-zero", 1)  # same member and senders
+    uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
+    own_zero = rng.field_elements(prime, bound)  # the member's own contribution
+
+    def before() -> None:
+        opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
+        opened[s.n - 1] = uniform[s.n - 1]
+        coded_distances(code.field, opened, refs)
+
+    def after() -> None:
+        opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
+        opened[s.n - 1] = uniform[s.n - 1]
+        coded = coded_distances(code.field, opened, refs)
+        zeros = _open_all(ring, senders, zero_inbox, prime, bound, "sharing-zero")
+        zeros[s.n - 1] = own_zero
+        rerandomize(code.field, coded, zeros, refs.participants)
+
+    before()
+    after()  # first runs fault in pages; then alternate, best of `sample`
+    member_before = min(cpu(before) for _ in range(sample))
+    member_after = min(cpu(after) for _ in range(sample))
+    case_before = make_case(s.n, "distance", bound, 0, seed=1)
+    case_after = make_case(s.n, "distance", bound, 0, seed=2)
+    decode_before = min(
+        cpu(lambda: case_before.code.decode(case_before.evaluations, degree=2))
+        for _ in range(sample)
+    )
+    decode_after = min(
+        cpu(lambda: case_after.code.decode(case_after.evaluations, degree=2)) for _ in range(sample)
+    )
+
+    recipients = [generate_keypair(rng) for _ in range(s.members)]
+    sender = _warm_ring(generate_keypair(rng), recipients, "sharing-zero")
+    zeros = ZeroSharing(code)
+    zeros.contribute(1, rng)  # interpolation matrix, once per federation
+
+    def contribute() -> None:
+        values = zeros.contribute(bound, SystemRandom())
+        _seal_all(sender, recipients, pack_field_vectors(values, prime=prime), "sharing-zero")
+
+    contribute()
+    share_extra = min(cpu(contribute) for _ in range(sample))
+    zero_env = ENVELOPE_OVERHEAD + _HEADER + bound * 8
+    prompt_env = ENVELOPE_OVERHEAD + _HEADER + r * 8
+    return {
+        "n": s.n,
+        "c": s.members,
+        "t": s.clustering.t,
+        "outputs": bound,
+        "member_before": member_before,
+        "member_after": member_after,
+        "decode_before": decode_before,
+        "decode_after": decode_after,
+        "share_extra": share_extra,
+        "up_before_mb": s.members * prompt_env / 2**20,
+        "up_extra_mb": s.members * zero_env / 2**20,
+        "in_before_mb": (s.n - 1) * prompt_env / 2**20,
+        "in_extra_mb": (s.n - 1) * zero_env / 2**20,
+        "round_extra_gb": s.n * s.members * zero_env / 2**30,
+        # T + 1 contributors, each sending c - 2T values per output (2T from pairwise keys)
+        "floor_gb": (s.clustering.t + 1)
+        * max(s.members - 2 * s.clustering.t, 0)
+        * bound
+        * 8
+        / 2**30,
+    }
+
+
+def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], command: str) -> str:
+    load = os.getloadavg()
+    lines = [
+        "# Re-randomized distance stage: cost against today's",
+        "",
+        f"Generated by `{command}` on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (shared with other work; CPU seconds, "
+        f"one BLAS thread, best of the runs), Python {sys.version.split()[0]}.",
+        "",
+        "Reference sets: 8 clusters and their 8 probes, so `result_length` equals the public "
+        "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run.",
+        "",
+        "| setting | N | c | T_c | outputs | member s before | member s after | decode s before "
+        "| decode s after | stage s before | stage s after | ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s, m in rows:
+        stage_b = m["member_before"] + m["decode_before"]
+        stage_a = m["member_after"] + m["decode_after"]
+        lines.append(
+            f"| {s.label} | {s.n} | {s.members} | {m['t']:.0f} | {m['outputs']:,.0f} "
+            f"| {m['member_before']:.3f} | {m['member_after']:.3f} | {m['decode_before']:.3f} "
+            f"| {m['decode_after']:.3f} | {stage_b:.3f} | {stage_a:.3f} "
+            f"| {stage_a / stage_b:.2f}x |"
+        )
+    lines += [
+        "",
+        "Stage = one member's work (open its inbox, compute) plus the coordinator's decode: the "
+        "distance stage's critical path when members work in parallel.",
+        "",
+        "Moved to the sharing stage (per participant, per round) and traffic:",
+        "",
+        "| setting | zero-sharing draw + seal s | MB up/participant today | + MB up | MB in/member "
+        "today | + MB in | + GB per round through the coordinator | floor GB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s, m in rows:
+        lines.append(
+            f"| {s.label} | {m['share_extra']:.3f} | {m['up_before_mb']:.2f} "
+            f"| {m['up_extra_mb']:.1f} | {m['in_before_mb']:.2f} | {m['in_extra_mb']:.1f} "
+            f"| {m['round_extra_gb']:.2f} | {m['floor_gb']:.2f} |"
+        )
+    lines += [
+        "",
+        '"floor": what any non-interactive zero-sharing that hides the outputs from T '
+        "colluders must carry at least, `(T + 1)(c - 2T)` values per output (T + 1 "
+        "contributors so that one is honest; each polynomial's other 2T values could come from "
+        "keys it shares with 2T members). The design measured here (every present participant "
+        "contributes, no derived values) carries `N c` values per output.",
+        "",
+        *[f"- {note}" for note in notes],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--sample", type=int, default=3, help="runs per figure (best kept)")
+    parser.add_argument("--out", help="also write the Markdown report here")
+    args = parser.parse_args(argv)
+    retain_freed_memory()
+    rows, notes = [], []
+    for n in args.n:
+        s = setting(n, collusion=0.25, dropout=0.25, committee=n > 128)
+        rows.append((s, measure(s, args.sample)))
+        if n <= 128:
+            notes.append(_real_check(s))
+    args = argv if argv is not None else sys.argv[1:]
+    command = "python -m bench.crypto.rerandomize " + " ".join(args)
+    text = render(rows, notes, command.strip())
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The load benchmark (``python -m bench.load``): simulated participants, real coordinators."""

@@ -1,0 +1,318 @@
+"""Simulated participants for the load benchmark and the fault tests (no torch, no data).
+
+* :class:`~tests.support.trainers.FixedTrainer` (the tests' stand-in trainer, one copy in
+  ``tests/support/trainers.py``: the load runs train what the tests verify) stands in for
+  prompt learning; participant ``i`` belongs to group ``i % 2`` (:func:`group_of`).
+* :class:`LoadMember` speaks the participant API over its own keep-alive connection
+  (:class:`bench.load.http.Connection`) with the production protocol code
+  (:mod:`participant.protocol`): it seals real shares, opens its real inbox and uploads
+  real coded results with their request digests, so the coordinator decodes and
+  publishes exactly as in a deployment. Share uploads and inboxes are binary
+  (``application/octet-stream``, :mod:`crypto.wire` batches) as the daemon's are, or
+  base64 JSON with ``binary=False`` (``--json-bodies``). Its share upload for a round is
+  prepared (sealed and encoded by :func:`prepare_body`, in the process pool, and kept by
+  :meth:`LoadMember.keep`) before it polls, and opening the inbox and computing the coded
+  result (:func:`compute_result`) run in a process pool when one is given, so that a
+  load run measures the coordinator rather than the clients: the process that times
+  the requests does little besides sending them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.load.http import Connection, Reply
+from secfpp.crypto.rng import DeterministicRandom, SystemRandom
+from secfpp.crypto.transport import (
+    generate_keypair,
+    load_private_key,
+    private_key_bytes,
+    public_key_bytes,
+)
+from secfpp.crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.participant.engine import poll_interval
+from secfpp.participant.protocol import (
+    aggregation_payload,
+    crypto_params,
+    distance_payload,
+    open_inbox,
+    peer_keys,
+    share_body,
+)
+from tests.support.trainers import FixedTrainer, group_of
+
+__all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of", "prepare_body"]
+
+JSON = {"Content-Type": "application/json"}
+OCTETS = {"Content-Type": "application/octet-stream"}
+BINARY_INBOX = {"Accept": "application/octet-stream"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request: endpoint label, HTTP status, seconds from send to full response."""
+
+    endpoint: str
+    status: int
+    seconds: float
+
+
+@dataclass
+class LoadMember:
+    """One simulated participant of a load run (module docstring)."""
+
+    http: Connection
+    name: str
+    samples: list[Sample]
+    pool: Executor | None = None
+    """Where :func:`compute_result` runs (None: a thread of this process)."""
+    token: str = ""
+    index: int = -1
+    participant_id: str = ""
+    federation_id: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
+    binary: bool = True
+    """Binary share uploads and inboxes (False: the JSON bodies, for comparison)."""
+    done: set[tuple[int, str]] = field(default_factory=set)
+    uploaded_at: dict[tuple[int, str], float] = field(default_factory=dict)
+    """``(round, stage)`` -> wall-clock time (``time.time()``) at which the upload that was
+    accepted was sent (its last attempt)."""
+
+    def __post_init__(self) -> None:
+        self.keys = generate_keypair(DeterministicRandom(f"load-key|{self.name}"))
+
+    @property
+    def public_key(self) -> bytes:
+        return public_key_bytes(self.keys.public)
+
+    async def call(
+        self,
+        endpoint: str,
+        method: str,
+        path: str,
+        *,
+        content: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """One timed request (the bearer token added).
+
+        A transport error (typically a keep-alive connection the server closed just as
+        it was reused) is recorded with status 0 and the request sent again, as the
+        daemon's client does; every participant request is idempotent.
+        """
+        all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
+        while True:
+            start = time.perf_counter()
+            try:
+                response = await self.http.request(
+                    method, path, headers=all_headers, content=content
+                )
+            except ConnectionError:
+                self.samples.append(Sample(endpoint, 0, time.perf_counter() - start))
+                await asyncio.sleep(0.1)
+                continue
+            elapsed = time.perf_counter() - start
+            self.samples.append(Sample(endpoint, response.status_code, elapsed))
+            return response
+
+    async def enroll(self, enrollment_token: str) -> None:
+        document = {
+            "enrollment_token": enrollment_token,
+            "display_name": self.name,
+            "public_key": base64.b64encode(self.public_key).decode(),
+        }
+        r = await self.http.request(
+            "POST", "/v1/enroll", headers=JSON, content=json.dumps(document).encode()
+        )
+        if r.status_code != 201:
+            raise RuntimeError(f"{self.name}: enrollment answered {r.status_code}: {r.content!r}")
+        body = r.json()
+        self.token, self.index = body["api_token"], int(body["index"])
+        self.participant_id, self.federation_id = body["participant_id"], body["federation_id"]
+        me = await self.call("me", "GET", "/v1/participants/me")
+        if me.status_code != 200:
+            raise RuntimeError(f"{self.name}: /me answered {me.status_code}")
+        self.config = me.json()["config"]
+
+    def body_args(self, number: int, sharing_task: dict[str, Any]) -> tuple[Any, ...]:
+        """Arguments of :func:`prepare_body` for this member (plain values, picklable)."""
+        return (
+            self.config,
+            self.federation_id,
+            self.index,
+            private_key_bytes(self.keys.private),
+            {**sharing_task, "round": number},
+            self.binary,
+        )
+
+    def keep(self, number: int, sharing_task: dict[str, Any], body: bytes) -> None:
+        """Hold ``body`` (from :func:`prepare_body`) as the share upload of round ``number``."""
+        self.prepared[number] = {"expect": sharing_task["sharing"], "body": body}
+
+    async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
+        """Poll and act until round ``number`` ends; returns its final stage."""
+        while True:
+            r = await self.call("task", "GET", "/v1/participants/me/task")
+            if r.status_code != 200:
+                await asyncio.sleep(poll_s)
+                continue
+            task = r.json()
+            if task["round"] == number and task["stage"] in ("published", "failed", "aborted"):
+                if task["stage"] == "published" and (number, "outcome") not in self.done:
+                    await self._outcome(number)
+                return str(task["stage"])
+            action = task["action"]
+            if task["round"] == number and not task["uploaded"]:
+                if action == "share" and (number, "share") not in self.done:
+                    await self._share(task, number)
+                    continue
+                if action in ("compute_distances", "compute_sums"):
+                    stage = "distances" if action == "compute_distances" else "aggregation"
+                    if (number, stage) not in self.done:
+                        await self._result(task, number, stage)
+                        continue
+            await asyncio.sleep(poll_interval(task, poll_s + jitter()))  # as the daemon
+
+    async def _share(self, task: dict[str, Any], number: int) -> None:
+        prepared = self.prepared.get(number)
+        if prepared is None or prepared["expect"] != task["sharing"]:
+            raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
+        path = f"/v1/participants/me/rounds/{number}/shares"
+        headers = OCTETS if self.binary else JSON
+        sent = time.time()
+        r = await self.call("shares", "POST", path, content=prepared["body"], headers=headers)
+        if r.status_code == 200:
+            self.done.add((number, "share"))
+            self.uploaded_at[(number, "sharing")] = sent
+
+    async def _result(self, task: dict[str, Any], number: int, stage: str) -> None:
+        path = f"/v1/participants/{self.participant_id}/rounds/{number}/inbox"
+        r = await self.call("inbox", "GET", path, headers=BINARY_INBOX if self.binary else None)
+        if r.status_code != 200:
+            return
+        args = (
+            self.config,
+            self.federation_id,
+            self.index,
+            private_key_bytes(self.keys.private),
+            task,
+            r.content,
+            stage,
+        )
+        if self.pool is None:
+            payload, digest = await asyncio.to_thread(compute_result, *args)
+        else:
+            loop = asyncio.get_running_loop()
+            payload, digest = await loop.run_in_executor(self.pool, compute_result, *args)
+        sent = time.time()
+        r = await self.call(
+            f"results/{stage}",
+            "POST",
+            f"/v1/participants/me/rounds/{number}/results/{stage}",
+            content=payload,
+            headers={"Content-Type": "application/octet-stream", "X-Request-Digest": digest},
+        )
+        if r.status_code == 200:
+            self.done.add((number, stage))
+            self.uploaded_at[(number, stage)] = sent
+
+    async def _outcome(self, number: int) -> None:
+        r = await self.call("outcome", "GET", f"/v1/participants/me/rounds/{number}/outcome")
+        if r.status_code == 200:
+            path = f"/v1/participants/me/rounds/{number}/metrics"
+            await self.call("metrics", "POST", path, content=b'{"accuracy":0.5}', headers=JSON)
+            self.done.add((number, "outcome"))
+
+
+def prepare_body(
+    config: Mapping[str, Any],
+    federation_id: str,
+    index: int,
+    private_key: bytes,
+    task: Mapping[str, Any],
+    binary: bool,
+) -> bytes:
+    """The encoded share upload of participant ``index`` for ``task`` (its ``round``,
+    ``peers``, ``sharing`` and, in a committee round, ``committee``, which is checked
+    against the public draw as the daemon does): the stand-in trainer's ``x_i`` and
+    ``g_i`` quantized, shared, sealed and packed (binary) or JSON-encoded.
+
+    Plain arguments (the raw X25519 private key), so that it can run in another process.
+    """
+    params = crypto_params(config)
+    number = int(task["round"])
+    size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+    trainer = FixedTrainer(index, reduced_dim=params.reduced_dim, prompt_size=size)
+    out = trainer.train(number, None)
+    body = share_body(
+        task,
+        params=params,
+        federation_id=federation_id,
+        index=index,
+        private_key=load_private_key(private_key),
+        reduced=out.reduced,
+        update=out.update,
+        rng=SystemRandom(),
+    )
+    if binary:
+        records = [
+            (int(e["recipient"]), str(e["kind"]), base64.b64decode(e["ciphertext"]))
+            for e in body["envelopes"]
+        ]
+        return pack_envelopes(records)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def compute_result(
+    config: Mapping[str, Any],
+    federation_id: str,
+    index: int,
+    private_key: bytes,
+    task: Mapping[str, Any],
+    inbox: bytes,
+    stage: str,
+) -> tuple[bytes, str]:
+    """Open the inbox (JSON or binary bytes) and compute the packed coded result of ``stage``
+    (``distances`` or ``aggregation``) and its request digest, as the daemon does.
+
+    Plain arguments (the raw X25519 private key), so that it can run in another process.
+    """
+    params = crypto_params(config)
+    if stage == "distances":
+        kind, spec = "prompt", params.clustering_field
+        length = params.clustering_lcc().chunk_length(params.reduced_dim)
+    else:
+        kind, spec = "update", params.aggregation_field
+        size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+        length = params.aggregation_lcc().chunk_length(size)
+    if inbox.startswith(b"SFI"):
+        number, recipient, senders, records = unpack_inbox(inbox)
+        document: dict[str, Any] = {
+            "round": number,
+            "recipient": recipient,
+            "senders": senders,
+            "envelopes": [{"sender": s, "kind": k, "ciphertext": c} for s, k, c in records],
+        }
+    else:
+        document = json.loads(inbox)
+    opened = open_inbox(
+        document,
+        kind=kind,
+        context_stage=f"sharing-{kind}",
+        prime=spec.prime,
+        share_length=length,
+        federation_id=federation_id,
+        index=index,
+        private_key=load_private_key(private_key),
+        peers=peer_keys(task),
+    )
+    build = distance_payload if stage == "distances" else aggregation_payload
+    return build(task, opened, params)

@@ -1,0 +1,1 @@
+"""Benchmarks of the participant's own compute (training step, a round's client work)."""

@@ -1,0 +1,1 @@
+"""The privacy benchmark (``python -m bench.privacy``): membership inference, reconstruction."""

@@ -1,0 +1,273 @@
+"""The privacy benchmark's report: its JSON as Markdown tables, a PNG, and a results region.
+
+The tables come from the report's ``results`` (per setting, summarized over seeds) and
+``units`` (per setting and seed: the sensitivity check and the attribute attacks).
+
+``docs/results/privacy.md`` holds the privacy-utility table between ``<!-- privacy-table:start
+-->`` and ``<!-- privacy-table:end -->``; :func:`write_doc_region` replaces what lies between
+the markers with :func:`render_markdown` of ``bench/results/privacy.json`` and touches nothing
+else.
+
+``python -m bench.privacy.report [--json bench/results/privacy.json]
+[--doc docs/results/privacy.md]`` re-renders without re-running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["END", "START", "render_markdown", "save_plot", "write_doc_region"]
+
+START = "<!-- privacy-table:start -->"
+END = "<!-- privacy-table:end -->"
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{float(value):.{digits}f}"
+
+
+def _epsilon(row: dict[str, Any]) -> str:
+    eps = row.get("epsilon")
+    return "∞ (no DP)" if eps is None else f"{float(eps):g}"
+
+
+def _invocations(count: int) -> str:
+    return "" if count == 1 else f", rows from {count} invocations with the same settings"
+
+
+def _seeds(report: dict[str, Any]) -> str:
+    counts = {s: len(r["seeds"]) for s, r in report["results"].items()}
+    if len(set(counts.values())) == 1:
+        n = next(iter(counts.values()))
+        seeds = sorted({u["seed"] for u in report["units"]})
+        return f"seed {seeds[0]}" if n == 1 else f"{n} seeds ({', '.join(map(str, seeds))})"
+    return "seeds per setting: " + ", ".join(f"{s} {n}" for s, n in counts.items())
+
+
+def _accuracy(row: dict[str, Any]) -> str:
+    std = row.get("accuracy_std")
+    return _num(row["accuracy"]) + ("" if std is None else f" ± {_num(std)}")
+
+
+def _method_rows(setting: str, rows: list[dict[str, Any]], notes: dict[str, str]) -> list[str]:
+    """Table rows of one setting; a row that did not run says why in a footnote (``notes``:
+    reason -> mark, shared by all settings so that a reason is listed once)."""
+    lines = []
+    for row in rows:
+        if row["status"] != "ok":
+            what = "failed" if row["status"] == "failed" else "not run"
+            mark = notes.setdefault(row["reason"], f"[{len(notes) + 1}]")
+            lines.append(
+                f"| {setting} | {row['method']} | {_epsilon(row)} | {what} {mark} | | | | | |"
+            )
+            continue
+        loss, lira = row["loss_attack"], row["lira"]
+        lines.append(
+            f"| {setting} | {row['method']} | {_epsilon(row)} | {_accuracy(row)} "
+            f"| {_num(row.get('shadow_accuracy_mean'))} ± {_num(row.get('shadow_accuracy_std'))} "
+            f"| {_num(loss['auc'])} ± {_num(loss['auc_se'])} | {_num(loss['tpr_at_1pct_fpr'])} "
+            f"| {_num(lira['auc'])} ± {_num(lira['auc_se'])} | {_num(lira['tpr_at_1pct_fpr'])} |"
+        )
+    return lines
+
+
+def _sensitivity(report: dict[str, Any]) -> list[str]:
+    units = report["units"]
+    checked = [u for u in units if u["sensitivity"].get("sensitive") is not None]
+    sensitive = [u for u in checked if u["sensitivity"]["sensitive"]]
+    detail = next((u["sensitivity"]["detail"] for u in checked), "")
+    lines = [
+        f"**Sensitivity check** ({detail}; criterion: the better attack's AUC minus two standard "
+        "errors above 0.5). "
+        + (
+            f"The evaluation is sensitive on all {len(units)} (setting, seed) unit(s)."
+            if len(sensitive) == len(units)
+            else f"The evaluation is sensitive on {len(sensitive)} of {len(units)} unit(s); where "
+            "it is NOT, read the table's AUCs near 0.5 as 'not measurable here', not as "
+            "'private'."
+        ),
+        "",
+        "| setting | seed | loss attack AUC | LiRA AUC | LiRA TPR@1%FPR | margin | sensitive |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for u in units:
+        sens = u["sensitivity"]
+        if sens.get("sensitive") is None:
+            lines.append(f"| {u['setting']} | {u['seed']} | {sens['statement']} | | | | |")
+            continue
+        loss, lira = sens["loss_attack"], sens["lira"]
+        lines.append(
+            f"| {u['setting']} | {u['seed']} | {_num(loss['auc'])} ± {_num(loss['auc_se'])} "
+            f"| {_num(lira['auc'])} ± {_num(lira['auc_se'])} | {_num(lira['tpr_at_1pct_fpr'])} "
+            f"| {sens['margin']:+.3f} | {'yes' if sens['sensitive'] else '**no**'} |"
+        )
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The privacy-utility table (one row per setting and method), the sensitivity check per
+    (setting, seed), the attribute attacks per setting and the KSG leakage rows."""
+    s = report["settings"]
+    cpu = report.get("cpu_seconds")
+    lines = [
+        f"*Generated by `python -m bench.privacy` on {report['generated']} "
+        f"({report['seconds'] / 60:.1f} min"
+        + ("" if cpu is None else f", {cpu / 60:.1f} CPU min")
+        + f", {s['workers']} worker process(es)"
+        f"{', quick mode' if s['quick'] else ''}"
+        f"{_invocations(report.get('invocations', 1))}).* Settings "
+        + ", ".join(f"`{name}`" for name in report["results"])
+        + f": {s['participants']} participants, up to {s['per_participant']} images each "
+        f"({s['member_fraction']:.0%} members = local training images, the rest held-out "
+        f"non-members), {s['rounds']} rounds x {s['epochs']} local epoch(s), lr {s['lr']}, "
+        "context initialised at "
+        + (f'"{s["ctx_init"]}"' if s.get("ctx_init") else "random")
+        + f", {_seeds(report)}; LiRA with {s['shadows']} shadow federations. Attacks pool all "
+        "participants' candidates; AUC ± its Hanley-McNeil standard error (over seeds: the mean "
+        "and the standard error of the mean). Accuracy: the target federation's mean held-out "
+        "accuracy (± std over seeds); the shadow runs (same method, each participant training on "
+        "a random half of its images, fresh noise) give mean ± std, a measure of run-to-run "
+        "spread.",
+        "",
+        "| setting | method | epsilon (delta 1e-5) | accuracy | shadow runs' accuracy "
+        "| loss attack AUC | loss TPR@1%FPR | LiRA AUC | LiRA TPR@1%FPR |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes: dict[str, str] = {}
+    for setting, result in report["results"].items():
+        lines += _method_rows(setting, result["methods"], notes)
+    if notes:
+        lines += ["", *(f"{mark} {reason}" for reason, mark in notes.items())]
+    lines += ["", *_sensitivity(report)]
+    coord = report["coordinator"]
+    attacks = [(u, a) for u in report["units"] for a in u["attribute_attacks"]]
+    if attacks:
+        lines += [
+            "",
+            "**Attribute attack** (a participant's majority training label) on what the "
+            "coordinator sees:",
+            "",
+            "| setting | seed | attack | view | accuracy | chance | targets |",
+            "|---|---:|---|---|---:|---:|---:|",
+        ]
+        for u, a in attacks:
+            lines.append(
+                f"| {u['setting']} | {u['seed']} | {a['attack']} | {a['view']} "
+                f"| {_num(a['accuracy'])} | {_num(a['chance'])} | {a['targets']} |"
+            )
+    mi = coord["mutual_information"]
+    if mi:
+        lines += [
+            "",
+            "**What the coordinator sees (SecFPP distances, KSG estimates in nats, "
+            f"{mi[0]['samples']} samples, k = {mi[0]['k']}).** i.i.d. reduced prompts of "
+            "dimension r, Gaussian as in seed 004 section 5.3 or on the unit sphere (as this "
+            "repository's x_i); D = |x - centre|^2 for a cluster of the given size; `I(x; x)` is "
+            "the estimator's ceiling at this sample size.",
+            "",
+            "| prompts | r | cluster size | I(x; D), x inside | I(x; D), x outside "
+            "| I(x; centre) | I(x; D and centre) | I(x; x) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in mi:
+            lines.append(
+                f"| {r.get('prompts', 'gaussian')} | {r['reduced_dim']} | {r['cluster_size']} "
+                f"| {_num(r['mi_prompt_distance_inside'])} "
+                f"| {_num(r['mi_prompt_distance_outside'])} | {_num(r['mi_prompt_centre_inside'])} "
+                f"| {_num(r.get('mi_prompt_distance_and_centre_inside'))} "
+                f"| {_num(r['mi_prompt_prompt'])} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def save_plot(report: dict[str, Any], path: Path) -> None:
+    """Per setting a panel: accuracy against LiRA AUC (filled) and loss-attack AUC (hollow),
+    one point per method; the red line is that setting's sensitivity model's LiRA AUC (mean
+    over seeds), the grey band chance ± 2 median standard errors."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = list(report["results"])
+    cols = min(2, len(settings))
+    rows_n = (len(settings) + cols - 1) // cols
+    fig, axes = plt.subplots(
+        rows_n, cols, figsize=(7.5 * cols, 5 * rows_n), squeeze=False, sharex=True
+    )
+    for ax in axes.flat[len(settings) :]:
+        ax.set_visible(False)
+    for ax, setting in zip(axes.flat, settings, strict=False):
+        rows = [r for r in report["results"][setting]["methods"] if r["status"] == "ok"]
+        for row in rows:
+            acc = row["accuracy"]
+            ax.scatter(row["lira"]["auc"], acc, s=40)
+            ax.scatter(row["loss_attack"]["auc"], acc, s=40, facecolors="none", edgecolors="grey")
+            ax.annotate(
+                row["method"],
+                (row["lira"]["auc"], acc),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        sens = [
+            u["sensitivity"]["lira"]["auc"]
+            for u in report["units"]
+            if u["setting"] == setting and u["sensitivity"].get("lira")
+        ]
+        if sens:
+            x = float(sum(sens) / len(sens))
+            ax.axvline(x, color="red", ls=":", lw=1)
+            ax.text(
+                x,
+                ax.get_ylim()[0],
+                " overfit local (sensitivity)",
+                color="red",
+                fontsize=7,
+                rotation=90,
+                va="bottom",
+            )
+        ses = sorted(r["lira"]["auc_se"] for r in rows)
+        if ses:
+            band = 2 * float(ses[len(ses) // 2])
+            ax.axvspan(0.5 - band, 0.5 + band, color="grey", alpha=0.12, lw=0)
+        ax.axvline(0.5, color="black", lw=0.8)
+        ax.set_title(setting, fontsize=10)
+        ax.set_xlabel("membership-inference AUC (filled: LiRA, hollow: loss threshold)")
+        ax.set_ylabel("mean held-out accuracy")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_doc_region(doc: Path, body: str) -> None:
+    """Replace the text between :data:`START` and :data:`END` in ``doc`` with ``body``."""
+    text = doc.read_text(encoding="utf-8")
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"{doc} has no '{START}' ... '{END}' region")
+    head = text[: start + len(START)]
+    doc.write_text(head + "\n" + body + text[end:], encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.privacy.report")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/privacy.json"))
+    parser.add_argument("--doc", type=Path, default=Path("docs/results/privacy.md"))
+    args = parser.parse_args(argv)
+    report = json.loads(args.json.read_text())
+    body = render_markdown(report)
+    args.json.with_suffix(".md").write_text(body)
+    save_plot(report, args.json.with_suffix(".png"))
+    if args.doc is not None:
+        write_doc_region(args.doc, body)
+    print(body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
