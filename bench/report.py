@@ -8,7 +8,8 @@ the docs quote, each with ``--json`` so that nothing is parsed from a printed ta
    of ``N`` participants (all-to-all, a fraction ``--dropout`` dropping after sharing), the
    plain float64 sum of the same vectors, the coded SecPC distance stage, field matmul
    against float64 GEMM;
-2. the committee benchmark (:mod:`bench.committee`): summed CPU per stage with a committee;
+2. the committee benchmark (:mod:`bench.committee`): summed CPU per stage with a committee
+   (the 2^-40 bound's size), at ``N = 1,000`` and at ``N = 10,000`` (growth between them);
 3. error-correcting decode (:mod:`bench.decode`);
 4. Flower 1.41's real SecAgg+ (:mod:`bench.flower_secagg`, in its own venv
    ``.venv-flower``; same ``N``, ``d`` and dropout fraction as 1. and 2., one thread);
@@ -61,6 +62,7 @@ class Sizes:
     secpc_n: tuple[int, ...]
     committee: tuple[str, ...]  # extra arguments of bench.committee
     committee_n: int
+    committee_large: tuple[str, ...]  # bench.committee at the large N (growth)
     decode_sizes: tuple[int, ...]
     flower_n: tuple[int, ...]  # Flower neighbourhood N (the round's and the committee's N)
     flower_a2a: tuple[int, ...]  # Flower all-to-all N (num_shares = N)
@@ -76,6 +78,7 @@ FULL = Sizes(
     secpc_n=(100,),
     committee=("--n", "1000", "--sample", "3"),
     committee_n=1000,
+    committee_large=("--n", "10000", "--sample", "2", "--committee-only"),
     decode_sizes=(512, 1024),
     flower_n=(100, 1000),
     flower_a2a=(50,),
@@ -104,6 +107,10 @@ QUICK = Sizes(
         ]
     ),
     committee_n=150,
+    committee_large=(
+        *("--n", "300", "--d", "2048", "--sample", "1", "--collusion", "0.1"),
+        *("--also-collusion", "0", "--committee-only"),
+    ),
     decode_sizes=(64,),
     flower_n=(10,),  # N = 150 with 7 holders: a client is left with < t live holders
     flower_a2a=(10,),
@@ -206,6 +213,10 @@ def plan(sizes: Sizes, flower: Path, dropout: float, load_extra: list[str]) -> l
             "committee",
             [py, "-m", "bench.committee", *sizes.committee, "--dropout", str(dropout)],
         ),
+        Step(
+            "committee_large",
+            [py, "-m", "bench.committee", *sizes.committee_large, "--dropout", str(dropout)],
+        ),
         Step("decode", [py, "-m", "bench.decode", "--sizes", *map(str, sizes.decode_sizes)]),
         Step(
             "flower_secagg",
@@ -219,7 +230,7 @@ def plan(sizes: Sizes, flower: Path, dropout: float, load_extra: list[str]) -> l
         Step("load", [py, "-m", "bench.load", *sizes.load, *load_extra]),
     ]
     if not flower.exists():
-        steps[3].note = (
+        next(s for s in steps if s.name == "flower_secagg").note = (
             f"not run: {flower} does not exist (install: python3 -m venv .venv-flower && "
             ".venv-flower/bin/pip install flwr==1.41.0 numpy==2.4.6)"
         )
@@ -290,6 +301,10 @@ def render(
     lines += _crypto(steps["crypto_round"])
     lines += ["", "## Committee", ""]
     lines += _committee(steps["committee"])
+    lines += ["", "## Committee growth", ""]
+    lines += _committee(steps["committee_large"])
+    lines += [""]
+    lines += _growth(steps["committee"], steps["committee_large"])
     lines += ["", "## Decode", ""]
     lines += _decode(steps["decode"])
     lines += ["", "## Flower SecAgg+", ""]
@@ -440,6 +455,31 @@ def _committee(step: Step) -> list[str]:
     if data.get("distances_refused"):
         rows.append(f"Distance stage refused by the parameters: {data['distances_refused']}")
     rows.append(f"Peak resident memory of the benchmark process: {data['peak_rss_mb']:,.0f} MB.")
+    return rows
+
+
+def _growth(small: Step, large: Step) -> list[str]:
+    """Stage totals at the larger N over those at the smaller N, per collusion fraction."""
+    if small.data is None or large.data is None:
+        return ["No growth figures: one of the committee runs is missing."]
+    rows = [
+        f"From N = {small.data['n']:,} to N = {large.data['n']:,} "
+        f"(x{large.data['n'] / small.data['n']:g}), same f_c (c from the 2^-40 bound at each N):",
+        "",
+        "| stage | f_c | c | total s | c (large) | total s (large) | growth | member s growth |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for stage in ("aggregation", "distances"):
+        by_fc = {r["label"].split("fc=")[1]: r for r in small.data[stage]}
+        for r in large.data[stage]:
+            fc = r["label"].split("fc=")[1]
+            if fc in by_fc:
+                a = by_fc[fc]
+                rows.append(
+                    f"| {stage} | {fc} | {a['c']} | {_f(a['total_s'], 1)} | {r['c']} "
+                    f"| {_f(r['total_s'], 1)} | x{r['total_s'] / a['total_s']:.1f} "
+                    f"| x{r['member_s'] / a['member_s']:.1f} |"
+                )
     return rows
 
 

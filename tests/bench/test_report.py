@@ -21,6 +21,7 @@ SECTIONS = [
     "## Same-run ratios",
     "## Crypto round",
     "## Committee",
+    "## Committee growth",
     "## Decode",
     "## Flower SecAgg+",
     "## Load",
@@ -89,7 +90,11 @@ def _steps() -> dict[str, report.Step]:
     }
     decode = report.Step("decode", ["python", "-m", "bench.decode"], rc=1, note="")
     load = report.Step("load", ["python", "-m", "bench.load"], note="stopped after 5 s", rc=-1)
-    return {s.name: s for s in (crypto, committee, decode, flower, load)}
+    large = report.Step("committee_large", ["python", "-m", "bench.committee"], rc=0)
+    big = {**row, "n": 10_000, "c": 91, "total_s": 50.0, "member_s": 0.1}
+    big["label"] = "committee c=91 fc=0.1"
+    large.data = {**committee.data, "n": 10_000, "aggregation": [big]}
+    return {s.name: s for s in (crypto, committee, large, decode, flower, load)}
 
 
 def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
@@ -111,6 +116,7 @@ def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
     assert "| round = 500x the sum |" in text  # 2.0 / 0.004
     assert "| Flower = 5.0x SecFPP |" in text  # 10 / 2 at N = 100
     assert "| Flower = 12.0x SecFPP |" in text  # committee 5 s vs Flower 60 s at N = 1000
+    assert "| aggregation | 0.1 | 81 | 5.0 | 91 | 50.0 | x10.0 | x10.0 |" in text
     assert "| 50% |" in text  # GEMM 0.001 / field 0.002
     assert "| decode | failed (rc 1) |" in text
     assert "| load | stopped after 5 s |" in text
@@ -152,7 +158,7 @@ def test_quick_run_writes_the_performance_file(tmp_path: Path) -> None:
     assert positions == sorted(positions)
     assert re.search(r"date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", text)
     assert re.search(r"before: [\d.]+, [\d.]+, [\d.]+; after: [\d.]+, [\d.]+, [\d.]+", text)
-    for name in ("crypto_round", "committee", "decode", "load"):
+    for name in ("crypto_round", "committee", "committee_large", "decode", "load"):
         assert re.search(rf"^\| {name} \| ok \|", text, re.M), name
     assert re.search(r"^\| round N = 10 .* vs plain float64 sum \|.*x the sum \|$", text, re.M)
     assert re.search(r"^\| committee c=\d+ fc=0.1 \| 150 \|", text, re.M)
