@@ -130,6 +130,7 @@ def test_missing_flower_is_stated_not_hidden(tmp_path: Path) -> None:
     assert [s.name for s in steps] == [
         "crypto_round",
         "committee",
+        "committee_large",
         "decode",
         "flower_secagg",
         "load",
