@@ -164,3 +164,4 @@ def test_quick_run_writes_the_performance_file(tmp_path: Path) -> None:
     assert re.search(r"^\| round N = 10 .* vs plain float64 sum \|.*x the sum \|$", text, re.M)
     assert re.search(r"^\| committee c=\d+ fc=0.1 \| 150 \|", text, re.M)
     assert "## Failures" not in text
+    assert "**Quick (smoke) sizes**" in text
