@@ -422,7 +422,7 @@ def distances(s: Setting, sample: int, real: bool, seed: int = 1) -> Cost:
         uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
         compute_s = sum(cpu(lambda: coded_distances(code.field, uniform, refs)) for _ in range(2))
         compute_s /= 2
-        case = make_case(s.n, "distance", refs.result_length, 0)
+        case = make_case(s.n, "distance", refs.result_length, 0, code=code)
         assert (case.code.n, case.code.t) == (s.members, s.clustering.t)
         decode_s = cpu(lambda: case.code.decode(case.evaluations, degree=2))
         how = f"share: mean of {sample} after a first run of {first_s * 1e3:.1f} ms"

@@ -60,10 +60,14 @@ class Case:
     corrupted: tuple[int, ...]
 
 
-def make_case(n: int, stage: str, length: int, errors: int, seed: int = 0) -> Case:
-    """Results of ``n`` participants for ``stage``, ``errors`` of them replaced by noise."""
-    params = CryptoParams.for_federation(n)
-    code = params.clustering_lcc() if stage == "distance" else params.aggregation_lcc()
+def make_case(
+    n: int, stage: str, length: int, errors: int, seed: int = 0, code: LagrangeCode | None = None
+) -> Case:
+    """Results of ``n`` participants for ``stage``, ``errors`` of them replaced by noise;
+    ``code`` defaults to the one ``CryptoParams.for_federation(n)`` picks for the stage."""
+    if code is None:
+        params = CryptoParams.for_federation(n)
+        code = params.clustering_lcc() if stage == "distance" else params.aggregation_lcc()
     degree = 2 if stage == "distance" else 1
     p, threshold = code.field.prime, code.recovery_threshold(degree)
     rng = DeterministicRandom(seed)

@@ -121,6 +121,7 @@ def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
     assert "| decode | failed (rc 1) |" in text
     assert "| load | stopped after 5 s |" in text
     assert "## Failures" in text
+    assert "Quick (smoke)" not in text  # full sizes
 
 
 def test_missing_flower_is_stated_not_hidden(tmp_path: Path) -> None:
