@@ -60,6 +60,19 @@ if [ "${1:-}" = test ] && ! command -v chromium >/dev/null 2>&1; then
     command -v chromium >/dev/null 2>&1 \
         || echo "warning: no chromium: the dashboard's browser tests skip (and fail under CI=true); install it with: sudo apt-get install -y chromium" >&2
 fi
+# buildah + debootstrap for the container-image tests (tests/docker/test_images_round.py:
+# docker/build.sh builds both images without a Docker engine, then one round runs through
+# them): installed with apt-get as root; without root, say what to install.
+if [ "${1:-}" = test ] && { ! command -v buildah >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; }; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "== installing buildah and debootstrap (Debian packages) for the container-image tests"
+        (apt-get install -y -q buildah debootstrap >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q buildah debootstrap >/dev/null 2>&1; }) \
+            || echo "warning: apt-get install buildah debootstrap failed" >&2
+    fi
+    { command -v buildah >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; } \
+        || echo "warning: no buildah/debootstrap: the container-image tests skip (and fail under CI=true); as root: apt-get install -y buildah debootstrap" >&2
+fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 job=${1:-}
 shift || true
@@ -68,15 +81,19 @@ case "$job" in
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
         # Two workers on the 2-core machine (pytest-xdist; each worker has its own databases);
-        # SECFPP_TEST_WORKERS=0 runs in one process. The 25 slowest tests are listed at the end.
-        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --durations=25 "$@"
+        # SECFPP_TEST_WORKERS=0 runs in one process. Slow tests are handed out first, one at a
+        # time (loadgroup; tests/conftest.py orders them), so no long test starts last; an
+        # xdist_group (a module whose expensive fixture its tests share) stays on one worker.
+        # The 25 slowest tests are listed at the end.
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --dist loadgroup \
+            --durations=25 "$@"
         ;;
     quick)
         # The inner loop: lint, types and every test not marked slow, on SQLite only.
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
-        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" -m "not slow and not postgres" \
-            -q --durations=10 "$@"
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --dist loadgroup \
+            -m "not slow and not postgres" -q --durations=10 "$@"
         ;;
     demo)
         "$VENV/bin/python" -m demo "$@"

@@ -2,11 +2,13 @@
 
 On the named settings of :data:`demo.partition.SETTINGS` (``single``: handwritten digits;
 ``two-domain``: handwritten digits | printed letters; ``three-domain``: + Fashion-MNIST
-clothing; ``unequal``: digits 7 : letters 3), each domain a different task with its own class
-names, ``N`` participants with Dirichlet(``alpha``) label skew inside each domain, on average
-``--images`` training and ``--test-images`` held-out images each (the held-out split has the
-participant's own label mix), the same rounds, local epochs, learning rate
-and prompt initialization for every method, this measures each method of
+clothing; ``unequal``: digits 7 : letters 3) or any setting text of
+:func:`demo.partition.resolve_setting` (registered domains, folders or CSV files joined by ``+``,
+e.g. ``greek_letters+math_symbols`` or ``mine=./photos+fashion``), each domain a different task
+with its own class names, ``N`` participants with Dirichlet(``alpha``) label skew inside each
+domain, on average ``--images`` training and ``--test-images`` held-out images each (the
+held-out split has the participant's own label mix), the same rounds, local epochs, learning
+rate and prompt initialization for every method, this measures each method of
 :data:`bench.accuracy_methods.METHODS` (local only, PromptFL, DP-FPL at three epsilons, SecFPP,
 SecFPP with the true domains as clusters, SecFPP without clustering; zero-shot as reference):
 
@@ -46,14 +48,21 @@ import numpy as np
 import torch
 
 from bench.accuracy_methods import METHODS, BenchConfig, run_method
-from demo.partition import SETTINGS, Part, setting_partition
+from demo.partition import Part, resolve_setting, setting_partition
 from demo.simulation import ParticipantData
 from secfpp.participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
 
-__all__ = ["DEFAULT_OUT", "main", "run_unit", "summarize"]
+__all__ = ["DEFAULT_OUT", "main", "run_unit", "setting_rank", "summarize"]
 
 DEFAULT_OUT = Path("bench/results/accuracy.json")
 SETTING_ORDER = ("single", "two-domain", "three-domain", "unequal")
+
+
+def setting_rank(setting: str) -> tuple[int, str]:
+    """Sort key: the built-in settings in :data:`SETTING_ORDER`, then any other by name."""
+    if setting in SETTING_ORDER:
+        return (SETTING_ORDER.index(setting), "")
+    return (len(SETTING_ORDER), setting)
 
 
 def _participants(
@@ -131,19 +140,35 @@ def run_unit(
     images: int,
     test_images: int,
     alpha: float,
+    min_size: int = 10,
 ) -> dict[str, Any]:
-    """Every method on one setting and seed: ``{"setting", "seed", "methods": {m: run}}``."""
+    """Every method on one setting and seed: ``{"setting", "seed", "description", "domains",
+    "participants": {name: true domain}, "methods": {m: run}}`` (``min_size``: the fewest
+    images a participant gets, :func:`demo.partition.dirichlet_split`)."""
     logging.getLogger("absl").setLevel(logging.ERROR)  # RDP order warnings are harmless
     started, started_cpu = time.monotonic(), time.process_time()
     backbone = _backbone()
     total = images + test_images
     built = setting_partition(
-        setting, participants, alpha=alpha, seed=seed, images_per_participant=total
+        setting,
+        participants,
+        alpha=alpha,
+        seed=seed,
+        images_per_participant=total,
+        min_size=min_size,
     )
     data = _participants(
         built.parts, backbone, per_participant=total, seed=seed, train_fraction=images / total
     )
-    out: dict[str, Any] = {"setting": setting, "seed": seed, "methods": {}}
+    spec = resolve_setting(setting)
+    out: dict[str, Any] = {
+        "setting": setting,
+        "seed": seed,
+        "description": spec.description,
+        "domains": list(spec.domains),
+        "participants": {d.name: d.group for d in data},
+        "methods": {},
+    }
     for method in methods:
         if method == "secfpp-true-domains" and len(built.domain_names) == 1:
             continue  # one true domain: the same federation as secfpp-no-clustering
@@ -181,16 +206,22 @@ def run_unit(
 
 def summarize(units: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
     """Per setting and method: mean and std over seeds of the mean participant accuracy,
-    mean of the per-seed 10th percentiles, seconds per round, and the per-seed rows."""
+    mean of the per-seed 10th percentiles, seconds per round, and the per-seed rows.
+
+    Every setting of ``units`` is kept (built-in ones first, in :data:`SETTING_ORDER`); its
+    description and domains come from the units (older units without them: the built-in
+    setting's)."""
     out: dict[str, Any] = {}
-    for setting in SETTING_ORDER:
+    for setting in sorted({u["setting"] for u in units}, key=setting_rank):
         mine = sorted((u for u in units if u["setting"] == setting), key=lambda u: u["seed"])
-        if not mine:
-            continue
-        spec = SETTINGS[setting]
+        if "domains" in mine[0]:
+            description, domains = mine[0]["description"], list(mine[0]["domains"])
+        else:
+            spec = resolve_setting(setting)
+            description, domains = spec.description, list(spec.domains)
         entry: dict[str, Any] = {
-            "description": spec.description,
-            "domains": list(spec.domains),
+            "description": description,
+            "domains": domains,
             "seeds": [u["seed"] for u in mine],
             "methods": {},
         }
@@ -230,7 +261,7 @@ def _write(
 ) -> float:
     """Write the JSON of the units done so far (``meta.complete`` says whether all are)."""
     total = time.monotonic() - started
-    units = sorted(units, key=lambda u: (u["seed"], SETTING_ORDER.index(u["setting"])))
+    units = sorted(units, key=lambda u: (u["seed"], setting_rank(u["setting"])))
     result = {
         "meta": {
             "command": "python -m bench.accuracy "
@@ -267,7 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.accuracy", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--settings", nargs="+", default=list(SETTING_ORDER), choices=SETTING_ORDER)
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=list(SETTING_ORDER),
+        help="built-in settings or domain texts joined by '+' (registered names, NAME=FOLDER, "
+        "NAME=FILE.csv; '@SHARE' for unequal groups)",
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--participants", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=3)
@@ -310,10 +347,16 @@ def main(argv: list[str] | None = None) -> int:
             f"--participants must be >= 9 (a federation of each true domain, 3 + 3 + 3 and "
             f"6 + 3, needs 3 participants), not {args.participants}"
         )
+    for setting in args.settings:
+        try:
+            resolve_setting(setting)
+        except ValueError as exc:
+            raise SystemExit(f"--settings: {exc}") from None
     logging.basicConfig(level=logging.WARNING)
     methods = [m for m in METHODS if m in args.methods]
     # Seed-major, so that a run cut short leaves whole seeds in the partial file.
-    jobs = [(s, seed) for seed in range(args.seeds) for s in SETTING_ORDER if s in args.settings]
+    settings = sorted(dict.fromkeys(args.settings), key=setting_rank)
+    jobs = [(s, seed) for seed in range(args.seeds) for s in settings]
     common: dict[str, Any] = dict(
         participants=args.participants,
         images=args.images,

@@ -117,8 +117,8 @@ class MethodRun:
     run (setup, enrollment, every round); ``cpu_seconds``: this process's CPU time over the run
     (one torch thread: the wall time the run would take alone on an idle core); per round
     (clustered methods only): ``clusters`` (how many), ``purity``
-    (:func:`demo.report.cluster_purity` against the true domains) and ``changes``
-    (:func:`membership_changes`).
+    (:func:`demo.report.cluster_purity` against the true domains), ``changes``
+    (:func:`membership_changes`) and ``members`` (the clusters' member names, sorted).
     """
 
     accuracy: dict[str, float]
@@ -128,6 +128,7 @@ class MethodRun:
     clusters: list[int] = field(default_factory=list)
     purity: list[float] = field(default_factory=list)
     changes: list[int] = field(default_factory=list)
+    members: list[list[list[str]]] = field(default_factory=list)
 
     @property
     def mean(self) -> float:
@@ -151,6 +152,7 @@ class MethodRun:
             "clusters": self.clusters,
             "purity": [round(p, 4) for p in self.purity],
             "membership_changes": self.changes,
+            "members": self.members,
         }
 
 
@@ -263,6 +265,7 @@ def _record_clusters(
     run.clusters = [len(r.clusters) for r in rounds]
     run.purity = [cluster_purity(r.clusters, domains) for r in rounds]  # type: ignore[arg-type]
     run.changes = membership_changes([r.clusters for r in rounds])
+    run.members = [sorted(sorted(c) for c in r.clusters) for r in rounds]
 
 
 def _true_domains(

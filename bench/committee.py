@@ -26,7 +26,7 @@ A member opens its inbox as the daemon does (:func:`participant.protocol.open_in
 share decrypted into a row of one buffer, all rows checked at once). Both roles are timed
 after a first run in the process, which is printed beside them: it also faults in fresh
 pages for the buffers, as a daemon's first round does. Like the daemon and the
-coordinator, the benchmark first calls :func:`crypto.memory.retain_freed_memory`, so
+coordinator, the benchmark first calls :func:`secfpp.process.memory.retain_freed_memory`, so
 later calls reuse those pages instead of faulting in fresh ``mmap`` blocks each time.
 
 The same stage without a committee (every participant a member, ``c = N``, today's codes)
@@ -84,7 +84,6 @@ from secfpp.crypto.clustering import Membership
 from secfpp.crypto.committee import plan_committee
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.lcc import LagrangeCode
-from secfpp.crypto.memory import retain_freed_memory
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
 from secfpp.crypto.quantize import quantize
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
@@ -103,6 +102,7 @@ from secfpp.crypto.transport import (
 )
 from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
 from secfpp.participant.protocol import open_inbox
+from secfpp.process.memory import retain_freed_memory
 
 REDUCED_DIM = 128
 CLUSTERS = 8
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    retain_freed_memory()  # as the daemon and the coordinator do (crypto/memory.py)
+    retain_freed_memory()  # as the daemon and the coordinator do (secfpp/process/memory.py)
     n, d = (200, 8192) if args.quick else (args.n, args.d)
     compare = [m for m in ([50, 100] if args.quick else [100, 300]) if m < n] + [n]
     if args.committee_only:

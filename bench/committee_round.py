@@ -4,7 +4,7 @@ One clustering round of a federation of ``N`` participants runs through the real
 coordinator app (in process, :class:`fastapi.testclient.TestClient`, SQLite in a
 temporary directory) and ``N`` production participant engines
 (:class:`participant.engine.Engine` with the stand-in trainer
-:class:`bench.loadsim.FixedTrainer`, ``x_i`` of length ``r = 128`` and ``g_i`` of length
+:class:`tests.support.trainers.FixedTrainer`, ``x_i`` of length ``r = 128`` and ``g_i`` of length
 ``d``), stepped one after the other, once with a committee of ``c`` members
 (``tolerance.committee_size``) and once all-to-all (``c = N``). Per stage it reports,
 from the database after the round:
@@ -44,7 +44,6 @@ import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from bench.loadsim import FixedTrainer
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.migrate import upgrade
@@ -55,6 +54,7 @@ from secfpp.participant.client import CoordinatorClient, RetryPolicy
 from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir
+from tests.support.trainers import FixedTrainer
 
 ADMIN = {"Authorization": "Bearer bench-admin-token"}
 REDUCED_DIM = 128

@@ -13,7 +13,7 @@ Measures, in one process with one BLAS thread:
 3. field matmul throughput as a fraction of float64 GEMM on the round's shapes.
 
 Usage:  python -m bench.crypto_round [--quick] [--n 10 50 100] [--d 8192 100000]
-            [--secpc-n 10 100] [--dropout 0.25] [--cpu] [--json PATH]
+            [--secpc-n 32 100] [--dropout 0.25] [--warm-rings] [--cpu] [--json PATH]
 
 ``--json`` also writes every figure (seconds per phase, the plain sum, the field/GEMM
 fractions) to a file, as :mod:`bench.report` reads it.
@@ -34,36 +34,74 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from secfpp.crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
 from secfpp.crypto.secpc import ReferenceSets, coded_distances, decode_distances
-from secfpp.crypto.transport import ShareContext, generate_keypair, open_share, seal_share
-from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
+from secfpp.crypto.transport import (
+    KeyRing,
+    ShareContext,
+    generate_keypair,
+    open_share,
+    open_share_into,
+    seal_share,
+)
+from secfpp.crypto.wire import (
+    pack_field_vector,
+    pack_field_vectors,
+    unpack_field_vector,
+    unpack_field_vectors,
+    vector_size,
+)
 
-CLOCK: list[Callable[[], float]] = [time.perf_counter]  # --cpu: time.process_time
+CLOCK: list[Callable[[], float]] = [time.perf_counter]  # main(--cpu): time.process_time
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    start = CLOCK[0]()
+def _timed(fn: Callable[[], object], clock: Callable[[], float] | None = None) -> float:
+    clock = clock or CLOCK[0]
+    start = clock()
     fn()
-    return CLOCK[0]() - start
+    return clock() - start
 
 
-def aggregation_round(n: int, d: int, seed: int = 0, dropout: float = 0.0) -> dict[str, float]:
-    """One full secure-aggregation round; returns seconds per phase.
+def aggregation_round(
+    n: int,
+    d: int,
+    seed: int = 0,
+    *,
+    warm_rings: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
+    dropout: float = 0.0,
+) -> dict[str, float]:
+    """One full secure-aggregation round; returns seconds per phase (of ``clock``).
+
+    ``warm_rings``: the daemon's steady state (``participant.protocol``): every
+    participant seals and opens through a :class:`KeyRing` that already met every peer
+    (one X25519 per pair for the federation's lifetime, see ``bench.committee``), packs
+    its shares in one batch (:func:`pack_field_vectors`) and opens its inbox into the
+    rows of one buffer, unpacked at once (:func:`open_share_into`,
+    :func:`unpack_field_vectors`). Otherwise: bare private keys (one X25519 exchange per
+    envelope and side) and one pack, open and unpack call per envelope.
 
     ``dropout``: a fraction ``floor(dropout * N)`` of the participants (drawn with ``seed``)
     drop after sharing: their shares are in everybody's inbox, but they neither open nor
-    sum, so the coordinator decodes from the ``N - floor(dropout * N)`` other results (at
-    most ``D``, what the code tolerates). The decoded mean is still over all ``N`` updates."""
+    sum, so the coordinator decodes from the other results (at most ``D`` may be missing,
+    what the code tolerates). The decoded mean is still over all ``N`` updates.
+    """
     params = CryptoParams.for_federation(n, reduced_dim=128)
     spec, code = params.aggregation_field, params.aggregation_lcc()
     prime = spec.prime
     rng = SystemRandom()
-    keys = [generate_keypair(rng) for _ in range(n)]
+    pairs = [generate_keypair(rng) for _ in range(n)]
+    keys: list[tuple[X25519PrivateKey | KeyRing, X25519PublicKey]] = list(pairs)
+    if warm_rings:
+        keys = [(KeyRing(pair.private), pair.public) for pair in pairs]
+        for own, _ in keys:
+            for _, peer in keys:
+                own.exchange(peer)  # an earlier round met every peer (untimed)
     updates = np.random.default_rng(seed).normal(0, 0.01, (n, d))
     inbox: list[dict[int, bytes]] = [{} for _ in range(n)]
     dropped = set(np.random.default_rng(seed + 1).permutation(n)[: int(dropout * n)].tolist())
@@ -75,22 +113,38 @@ def aggregation_round(n: int, d: int, seed: int = 0, dropout: float = 0.0) -> di
         for i in range(n):
             q = prepare_update(updates[i], spec, l2_clip=params.l2_clip, rng=rng)
             shares = code.share(q, rng)
+            if warm_rings:
+                payloads = pack_field_vectors(shares, prime=prime)
+            else:
+                payloads = [pack_field_vector(shares[j], prime=prime) for j in range(n)]
             for j in range(n):
-                payload = pack_field_vector(shares[j], prime=prime)
-                inbox[j][i] = seal_share(
-                    keys[i].private, keys[j].public, payload, context=context(i, j)
-                )
+                inbox[j][i] = seal_share(keys[i][0], keys[j][1], payloads[j], context=context(i, j))
 
     results: dict[int, np.ndarray] = {}
     length = code.chunk_length(d)
 
     def open_and_sum() -> None:
+        if warm_rings:
+            plain = np.empty((n, vector_size(prime, length)), dtype=np.uint8)
+            for j in range(n):
+                if j in dropped:
+                    continue
+                senders = sorted(inbox[j])
+                for row, i in enumerate(senders):
+                    open_share_into(
+                        keys[j][0], keys[i][1], inbox[j][i], plain[row], context=context(i, j)
+                    )
+                values, bad = unpack_field_vectors(plain, prime=prime, length=length)
+                assert not bad
+                opened = {i: values[row] for row, i in enumerate(senders)}
+                results[j] = member_sums(code.field, opened, [tuple(range(n))])[0]
+            return
         for j in range(n):
             if j in dropped:
                 continue
             opened = {
                 i: unpack_field_vector(
-                    open_share(keys[j].private, keys[i].public, env, context=context(i, j)),
+                    open_share(keys[j][0], keys[i][1], env, context=context(i, j)),
                     prime=prime,
                     expected_length=length,
                 )
@@ -104,11 +158,11 @@ def aggregation_round(n: int, d: int, seed: int = 0, dropout: float = 0.0) -> di
         m, _ = decode_cluster_mean(code, results, length=d, spec=spec, contributors=n)
         mean.append(m)
 
-    t_share = _timed(share_and_seal)
-    t_open = _timed(open_and_sum)
-    t_decode = _timed(decode)
+    t_share = _timed(share_and_seal, clock)
+    t_open = _timed(open_and_sum, clock)
+    t_decode = _timed(decode, clock)
     error = float(np.max(np.abs(mean[0] - updates.mean(axis=0))))
-    t_plain = min(_timed(lambda: updates.sum(axis=0)) for _ in range(5))
+    t_plain = min(_timed(lambda: updates.sum(axis=0), clock) for _ in range(5))
     return {
         "k": code.k,
         "t": code.t,
@@ -193,6 +247,9 @@ def main(argv: list[str] | None = None) -> None:
         "--dropout", type=float, default=0.0, help="fraction dropping after sharing"
     )
     parser.add_argument(
+        "--warm-rings", action="store_true", help="the daemon's steady state (key rings, batches)"
+    )
+    parser.add_argument(
         "--cpu", action="store_true", help="CPU seconds (process_time) instead of wall-clock"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -203,7 +260,13 @@ def main(argv: list[str] | None = None) -> None:
     sizes_d = args.d or ([8192] if args.quick else [8192, 100_000])
     secpc_n = args.secpc_n or ([32] if args.quick else [32, 100])
     timer = "cpu" if args.cpu else "wall"
-    out: dict[str, Any] = {"rounds": [], "secpc": [], "matmul": [], "timer": timer}
+    out: dict[str, Any] = {
+        "rounds": [],
+        "secpc": [],
+        "matmul": [],
+        "timer": timer,
+        "warm_rings": args.warm_rings,
+    }
 
     print("== secure aggregation round (N/4 dropouts tolerated, T = N/4 colluders)")
     print(
@@ -212,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     for n in sizes_n:
         for d in sizes_d:
-            r = aggregation_round(n, d, dropout=args.dropout)
+            r = aggregation_round(
+                n, d, warm_rings=args.warm_rings, clock=CLOCK[0], dropout=args.dropout
+            )
             out["rounds"].append({"n": n, "d": d, **r})
             print(
                 f"{n:>4} {d:>7} {r['k']:>3} {r['t']:>3} {r['share_seal']:>10.3f} "

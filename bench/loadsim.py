@@ -1,10 +1,8 @@
 """Simulated participants for the load benchmark and the fault tests (no torch, no data).
 
-* :class:`FixedTrainer` stands in for prompt learning inside the real participant
-  :class:`~participant.engine.Engine`: participant ``i`` belongs to group ``i % 2``; its
-  reduced prompt ``x_i`` is ``+-0.5`` plus a little noise of a public seed, its update
-  ``g_i`` a fixed small vector. Same index and round, same numbers: two runs of a
-  federation publish identical prompts when the same participants contribute.
+* :class:`~tests.support.trainers.FixedTrainer` (the tests' stand-in trainer, one copy in
+  ``tests/support/trainers.py``: the load runs train what the tests verify) stands in for
+  prompt learning; participant ``i`` belongs to group ``i % 2`` (:func:`group_of`).
 * :class:`LoadMember` speaks the participant API over its own keep-alive connection
   (:class:`bench.loadhttp.Connection`) with the production protocol code
   (:mod:`participant.protocol`): it seals real shares, opens its real inbox and uploads
@@ -30,9 +28,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from bench.loadhttp import Connection, Reply
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
 from secfpp.crypto.transport import (
@@ -42,7 +37,7 @@ from secfpp.crypto.transport import (
     public_key_bytes,
 )
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
-from secfpp.participant.engine import TrainOutput, poll_interval
+from secfpp.participant.engine import poll_interval
 from secfpp.participant.protocol import (
     aggregation_payload,
     crypto_params,
@@ -51,50 +46,13 @@ from secfpp.participant.protocol import (
     peer_keys,
     share_body,
 )
+from tests.support.trainers import FixedTrainer, group_of
 
 __all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of", "prepare_body"]
 
 JSON = {"Content-Type": "application/json"}
 OCTETS = {"Content-Type": "application/octet-stream"}
 BINARY_INBOX = {"Accept": "application/octet-stream"}
-
-
-def group_of(index: int) -> int:
-    """The simulated data group of participant ``index`` (two groups)."""
-    return index % 2
-
-
-class FixedTrainer:
-    """A deterministic stand-in for local prompt learning (module docstring).
-
-    Shapes: ``x_i`` is ``(reduced_dim,)``, ``g_i`` is ``(prompt_size,)``; reals.
-    """
-
-    def __init__(self, index: int, *, reduced_dim: int, prompt_size: int) -> None:
-        self.index = index
-        self.reduced_dim = reduced_dim
-        self.prompt_size = prompt_size
-        self.rounds_trained = 0
-        self.local = np.zeros(2)
-        self.adopted: list[NDArray[np.float64] | None] = []
-
-    def train(self, round_number: int, global_prompt: NDArray[np.float64] | None) -> TrainOutput:
-        sign = 1.0 if group_of(self.index) == 0 else -1.0
-        noise = DeterministicRandom(f"x|{self.index}|{round_number}").standard_normal(
-            self.reduced_dim
-        )
-        reduced = sign * 0.5 + 0.05 * noise
-        update = sign * 0.01 * np.ones(self.prompt_size)
-        self.rounds_trained += 1
-        self.local = self.local + 1.0
-        return TrainOutput(reduced, update, {"local": self.local}, {"loss": 1.0 / round_number})
-
-    def restore(self, state: dict[str, NDArray[Any]]) -> None:
-        self.local = np.asarray(state["local"], dtype=np.float64)
-
-    def evaluate(self, global_prompt: NDArray[np.float64] | None) -> dict[str, float]:
-        self.adopted.append(global_prompt)
-        return {"accuracy": 0.5 + 0.01 * len(self.adopted)}
 
 
 @dataclass(frozen=True)

@@ -204,7 +204,8 @@ def plan(sizes: Sizes, flower: Path, dropout: float, load_extra: list[str]) -> l
         Step(
             "crypto_round",
             [
-                *(py, "-m", "bench.crypto_round", "--cpu", "--dropout", str(dropout), "--d", d),
+                *(py, "-m", "bench.crypto_round", "--cpu", "--warm-rings"),
+                *("--dropout", str(dropout), "--d", d),
                 *("--n", *map(str, sizes.round_n), "--secpc-n", *map(str, sizes.secpc_n)),
                 *(["--quick"] if sizes.matmul_quick else []),
             ],

@@ -52,7 +52,6 @@ from bench.committee import (
 )
 from bench.decode import make_case
 from secfpp.crypto.lcc import LagrangeCode
-from secfpp.crypto.memory import retain_freed_memory
 from secfpp.crypto.quantize import quantize
 from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
@@ -66,6 +65,7 @@ from secfpp.crypto.transport import (
     seal_share,
 )
 from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
+from secfpp.process.memory import retain_freed_memory
 
 _HEADER = 24  # packed vector header (crypto.wire)
 

@@ -44,7 +44,7 @@ from secfpp.crypto.secpc import Distances, centres_from_points, plaintext_distan
 
 __all__ = ["main", "replay"]
 
-SETTINGS = ("single", "two-domain", "unequal", "three-domain")
+SETTINGS = ("single", "two-domain", "unequal", "three-domain")  # the default settings
 
 
 def replay(
@@ -107,7 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.signal_replay", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=list(SETTINGS),
+        help="built-in settings or domain texts joined by '+' (registered names, NAME=FOLDER, "
+        "NAME=FILE.csv; '@SHARE' for unequal groups); one domain: false splits",
+    )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 5.0])
@@ -130,11 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.rounds, args.alphas, args.sizes, args.images = 2, 3, [0.5], [10], 60
     from bench.accuracy import _participants
-    from demo.partition import setting_partition
+    from demo.partition import resolve_setting, setting_partition
     from secfpp.coordinator.federations.config import ClusteringPolicy
     from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
     from secfpp.participant.learning import configure_threads, data_signal, load_backbone
 
+    try:
+        specs = {setting: resolve_setting(setting) for setting in args.settings}
+    except ValueError as exc:
+        raise SystemExit(f"--settings: {exc}") from None
     threshold, fraction, ratio = ClusteringPolicy(
         split_threshold=args.split_threshold,
         probe_fraction=args.probe_fraction,
@@ -178,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         for s, (x, domains) in enumerate(signals)
                     ]
-                    rows.append(_row(setting, alpha, size, z, cases))
+                    single = len(specs[setting].domains) == 1
+                    rows.append(_row(setting, alpha, size, z, cases, single=single))
     print(f"{time.monotonic() - started:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rules = {"split_threshold": threshold, "probe_fraction": fraction, "probe_ratio": ratio}
@@ -204,15 +215,22 @@ def _noise(size: int, z: float) -> DistanceNoise | None:
 
 
 def _row(
-    setting: str, alpha: float, size: int, z: float, cases: list[dict[str, Any]]
+    setting: str,
+    alpha: float,
+    size: int,
+    z: float,
+    cases: list[dict[str, Any]],
+    *,
+    single: bool,
 ) -> dict[str, Any]:
+    """One row of the report; ``single``: the setting has one domain (count false splits)."""
     row: dict[str, Any] = {
         "setting": setting,
         "alpha": alpha,
         "participants": size,
         "distance_noise": z,
     }
-    if setting == "single":
+    if single:
         row["false_splits"] = sum(c["false_split"] for c in cases)
         text = f"false splits {row['false_splits']} of {len(cases)}"
     else:

@@ -11,8 +11,13 @@ published clusters' purity against the true domains and the split statistic ``W2
 * **membership changes** per round, and how many came after the domains had parted
   (flip-flops; a stable clustering has none);
 * **false splits**: the same federation size on the ``single`` setting (everybody on
-  handwritten digits): the fraction of seeds with more than one cluster after any round
-  (``--single-seeds N`` for more seeds than ``--seeds``, ``--no-single`` to skip).
+  handwritten digits; ``--single DOMAIN`` for another): the fraction of seeds with more than
+  one cluster after any round (``--single-seeds N`` for more seeds than ``--seeds``,
+  ``--no-single`` to skip).
+
+``--setting`` is a built-in setting or a setting text of :func:`demo.partition.resolve_setting`
+(registered domains, folders or CSV files joined by ``+``: ``greek_letters+math_symbols``,
+``mine=./photos+printed_letters``).
 
 ``--distance-noise z``: the federations run with distance-stage DP noise
 (``dp.distance_noise_multiplier = z``; the data signal is a unit vector, so the default
@@ -133,7 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by", type=int, default=3, help="parted by this round counts")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--images", type=int, default=300)
-    parser.add_argument("--setting", default="two-domain")
+    parser.add_argument(
+        "--setting",
+        default="two-domain",
+        help="a built-in setting or domain texts joined by '+' (names, NAME=FOLDER, NAME=FILE.csv)",
+    )
+    parser.add_argument(
+        "--single", default="single", help="the one-domain setting of the false-split run"
+    )
     parser.add_argument("--split-threshold", type=float, default=None, help="default: the signal's")
     parser.add_argument("--signal", choices=("data", "prompt"), default="data")
     parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
@@ -155,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.rounds, args.by, args.images, args.participants = 1, 1, 1, 60, 6
+    from demo.partition import resolve_setting
+
+    try:
+        single_spec = resolve_setting(args.single)
+        resolve_setting(args.setting)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if len(single_spec.domains) != 1:
+        raise SystemExit(f"--single must name one domain, not {args.single!r}")
     logging.basicConfig(level=logging.WARNING)
     configure_threads(1)
     from secfpp.participant.backbones import tiny_offline_checkpoint_path
@@ -179,13 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     multi = run_setting(args.setting, **common)
     n_single = args.seeds if args.single_seeds is None else args.single_seeds
     if not args.no_single:
-        print(f"== single: {args.participants} participants, {n_single} seeds (false splits)")
+        print(
+            f"== {args.single}: {args.participants} participants, {n_single} seeds (false splits)"
+        )
     single_common = {**common, "seeds": list(range(n_single))}
-    single = [] if args.no_single else run_setting("single", **single_common)
+    single = [] if args.no_single else run_setting(args.single, **single_common)
     parted = [r for r in multi if r["parted_at"] is not None and r["parted_at"] <= args.by]
     false = [r for r in single if max(r["clusters"]) > 1]
     summary = {
         "setting": args.setting,
+        "single_setting": args.single,
         "participants": args.participants,
         "seeds": args.seeds,
         "rounds": args.rounds,

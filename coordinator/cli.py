@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from secfpp.crypto.cli_help import DefaultsHelpFormatter
-from secfpp.crypto.memory import retain_freed_memory
+from secfpp.process.cli_help import DefaultsHelpFormatter
+from secfpp.process.memory import retain_freed_memory
 
 __all__ = ["certs_main", "main", "migrate_main", "serve_main", "worker_main"]
 
@@ -57,7 +57,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         )
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("procrastinate").setLevel(logging.WARNING)  # a line per job otherwise
-    retain_freed_memory()  # decode temporaries reuse the heap (crypto/memory.py)
+    retain_freed_memory()  # decode temporaries reuse the heap (secfpp/process/memory.py)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -73,7 +73,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     """Run decode and deadline jobs from the PostgreSQL job queue (coordinator.jobs.worker)."""
     from secfpp.coordinator.jobs.worker import worker_main as run
 
-    retain_freed_memory()  # decode temporaries reuse the heap (crypto/memory.py)
+    retain_freed_memory()  # decode temporaries reuse the heap (secfpp/process/memory.py)
     return run(argv)
 
 

@@ -65,6 +65,7 @@ follow it if it merges).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -424,71 +425,107 @@ def _split_candidate(
     return cut.ratio, _Candidate(c, tuple(moved), cut.ratio)
 
 
+def _split_step(
+    distances: Distances,
+    groups: dict[int, list[int]],
+    assignment: dict[int, int],
+    next_id: int,
+    config: ClusteringConfig,
+) -> tuple[list[Split], dict[int, float], int]:
+    """Step 2 (module docstring): test every cluster with a probe and split the one whose
+    passing cut has the least ``W2 / W1``, unless ``max_clusters`` clusters exist already.
+
+    Updates ``groups`` and ``assignment`` in place; returns the split (zero or one), the
+    ``W2 / W1`` of every tested cluster and the next unused cluster id.
+    """
+    refs = distances.refs
+    sizes = {c: len(members) for c, members in refs.clusters}
+    ratios: dict[int, float] = {}
+    best: _Candidate | None = None
+    for c, probe in refs.probes:
+        if not 2 <= len(probe) <= sizes[c] - 2:
+            continue  # no axis to measure
+        ratios[c], candidate = _split_candidate(distances, c, probe, groups, config)
+        if candidate is not None and (best is None or candidate.ratio < best.ratio):
+            best = candidate
+    if best is None or len(groups) >= config.max_clusters:
+        return [], ratios, next_id
+    child = next_id
+    for i in best.moved:
+        groups[best.parent].remove(i)
+        assignment[i] = child
+    groups[child] = list(best.moved)
+    return [Split(best.parent, child, best.moved, best.ratio)], ratios, next_id + 1
+
+
+def _closest_mergeable(
+    distances: Distances, groups: Mapping[int, list[int]], config: ClusteringConfig
+) -> tuple[float, int, int] | None:
+    """Step 3's pair: the least ``E[c, c']`` below ``merge_factor * (s_c + s_c') / 2``,
+    ``s_c`` the median ``D[i, c]`` over the present members ``i`` of ``c``; ``(E, c, c')``
+    with ``c < c'`` in the announced order, or ``None``."""
+    refs = distances.refs
+    ids = [c for c, _ in refs.clusters]
+    row = {p: n for n, p in enumerate(refs.participants)}
+    D = distances.point
+    spread: dict[int, float] = {}
+    for col, c in enumerate(ids):
+        in_c = [i for i in groups.get(c, []) if i in row]
+        if in_c:
+            spread[c] = statistics.median(float(D[row[i], col]) for i in in_c)
+    best: tuple[float, int, int] | None = None
+    for a, b in itertools.combinations(range(len(ids)), 2):
+        ca, cb = ids[a], ids[b]
+        if ca not in spread or cb not in spread:
+            continue
+        e = float(distances.centre[a, b])
+        if e < config.merge_factor * (spread[ca] + spread[cb]) / 2 and (
+            best is None or e < best[0]
+        ):
+            best = (e, ca, cb)
+    return best
+
+
+def _merge_step(
+    distances: Distances,
+    groups: dict[int, list[int]],
+    assignment: dict[int, int],
+    config: ClusteringConfig,
+) -> list[Merge]:
+    """Step 3 (module docstring): merge the closest qualifying pair into the lower id.
+
+    Updates ``groups`` and ``assignment`` in place; returns the merge (zero or one).
+    """
+    best = _closest_mergeable(distances, groups, config)
+    if best is None:
+        return []
+    e, kept, removed = best
+    for i in groups.pop(removed, []):
+        assignment[i] = kept
+        groups[kept].append(i)
+    groups[kept].sort()
+    return [Merge(kept, removed, e)]
+
+
 def secpc_step(
     distances: Distances, membership: Membership, config: ClusteringConfig
 ) -> StepResult:
     """The clustering step (module docstring); a pure function of its inputs.
+
+    The four steps: :func:`_assign` (1), :func:`_split_step` (2), :func:`_merge_step` (3,
+    only in a round without a split), then empty clusters are dropped (4).
 
     The result differs from ``membership`` by at most one split or one merge (and new
     participants joining), the change participants accept next round
     (:func:`crypto.refset_rules.check_membership_change`); its probes are empty (the next
     round draws them from its beacon).
     """
-    refs = distances.refs
-    ids = [c for c, _ in refs.clusters]
-    n_c = len(ids)
-    col_of = {c: n for n, c in enumerate(ids)}
-    D = distances.point
-    row = {p: n for n, p in enumerate(refs.participants)}
+    # 1. assign: members keep their cluster; late joiners join the cheapest one.
     assignment, groups = _assign(distances, membership)
-
     # 2. split: the tested cluster whose passing cut is cleanest, at most one per round.
-    next_id = membership.next_id
-    ratios: dict[int, float] = {}
-    best_split: _Candidate | None = None
-    for c, probe in refs.probes:
-        if not 2 <= len(probe) <= len(dict(refs.clusters)[c]) - 2:
-            continue  # no axis to measure
-        ratios[c], candidate = _split_candidate(distances, c, probe, groups, config)
-        if candidate is not None and (best_split is None or candidate.ratio < best_split.ratio):
-            best_split = candidate
-    splits: list[Split] = []
-    if best_split is not None and len(groups) < config.max_clusters:
-        child = next_id
-        next_id += 1
-        for i in best_split.moved:
-            groups[best_split.parent].remove(i)
-            assignment[i] = child
-        groups[child] = list(best_split.moved)
-        splits.append(Split(best_split.parent, child, best_split.moved, best_split.ratio))
-
+    splits, ratios, next_id = _split_step(distances, groups, assignment, membership.next_id, config)
     # 3. merge (only in a round without a split): the closest qualifying pair.
-    merges: list[Merge] = []
-    if not splits:
-        spread = {}
-        for c in ids:
-            in_c = [i for i in groups.get(c, []) if i in row]
-            if in_c:
-                spread[c] = statistics.median(float(D[row[i], col_of[c]]) for i in in_c)
-        best: tuple[float, int, int] | None = None
-        for a in range(n_c):
-            for b in range(a + 1, n_c):
-                ca, cb = ids[a], ids[b]
-                if ca not in spread or cb not in spread:
-                    continue
-                e = float(distances.centre[a, b])
-                if e < config.merge_factor * (spread[ca] + spread[cb]) / 2 and (
-                    best is None or e < best[0]
-                ):
-                    best = (e, ca, cb)
-        if best is not None:
-            e, kept, removed = best
-            for i in groups.pop(removed, []):
-                assignment[i] = kept
-                groups[kept].append(i)
-            groups[kept].sort()
-            merges.append(Merge(kept, removed, e))
-
+    merges = [] if splits else _merge_step(distances, groups, assignment, config)
     # 4. drop empty clusters.
     clusters = tuple((c, tuple(sorted(m))) for c, m in sorted(groups.items()) if m)
     new_membership = Membership(clusters, (), next_id)

@@ -85,14 +85,15 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Final
 
-from secfpp.crypto.errors import ParameterError, RefusalError
-from secfpp.crypto.params import (
+from secfpp.crypto.codes import (
     DEFAULT_DROPOUT_FRACTION,
     CodeSpec,
-    CryptoParams,
+    all_to_all_codes,
+    check_default_fields,
     choose_code,
     equivocation_safe,
 )
+from secfpp.crypto.errors import ParameterError, RefusalError
 
 __all__ = [
     "DRAW_DOMAIN",
@@ -318,8 +319,9 @@ def plan_committee(
 ) -> CommitteePlan:
     """The :class:`CommitteePlan` for ``size`` (default :func:`committee_size`).
 
-    A full committee (``size == N``) gets the codes of ``CryptoParams.for_federation`` (and
-    its refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c`` =
+    A full committee (``size == N``) gets the all-to-all codes
+    (:func:`crypto.codes.all_to_all_codes`, those ``CryptoParams.for_federation`` uses without
+    a committee, and their refusals): ``T_a = F``, ``D = floor(f_d N)``, ``T_c`` =
     :func:`~crypto.params.distance_colluders`; when it was chosen automatically because no
     smaller committee is equivocation-safe at ``f_d`` and all-to-all fails too, the refusal
     names ``dropout_fraction``. A
@@ -338,10 +340,11 @@ def plan_committee(
         )
     if not isinstance(size, int) or not 3 <= size <= n:
         raise ParameterError("size", f"must be an int in [3, {n}], not {size!r}")
-    if size == n:  # today's codes, with for_federation's checks and errors
+    if size == n:  # the all-to-all codes, with their checks and errors
         try:
-            params = CryptoParams.for_federation(
-                n, collusion_fraction=collusion_fraction, dropout_fraction=dropout_fraction
+            check_default_fields(n)  # for_federation's order: field bits, then codes
+            clustering, aggregation = all_to_all_codes(
+                n, colluders=f, dropout_fraction=dropout_fraction
             )
         except ParameterError as error:
             if not (automatic and n > FULL_COMMITTEE_MAX and dropout_fraction is not None):
@@ -360,8 +363,7 @@ def plan_committee(
                 f"{limit / (n - 1):.6g}), and all {n} participants cannot share to each other "
                 f"either: {error}",
             ) from error
-        clustering, aggregation = params.clustering_code, params.aggregation_code
-        dropouts = params.aggregation_dropouts
+        dropouts = n - aggregation.threshold(1)
     else:
         t, dropouts = committee_threshold(size, dropout_fraction)
         clustering = CodeSpec(k=1, t=t)

@@ -10,8 +10,9 @@ products of those matrices with the long result vectors. Everything here is nump
   reduction ``2**61 = 1``, about 20 numpy operations. Any other wide prime: exact Python
   integers through ``object`` arrays (correct, about 10x slower).
 * :func:`matmul` multiplies matrices exactly for every prime ``p < 2**62`` with large
-  float64 GEMMs on limbs: 3 times the work of a plain float product for ``p < 2**31``,
-  9 times for wide primes (:func:`_limb_matmul`).
+  float64 GEMMs on limbs: 2 times the work of a plain float product for ``p < 2**31``
+  (:func:`crypto.field.narrow_product`), at most 9 times for wide primes
+  (:func:`_wide_matmul`; fewer when one operand's entries are small).
 * :func:`inverses` inverts arrays of nonzero elements: through a table when the values
   are small signed integers (differences of the LCC evaluation points, which are
   ``1..K+T+N``), otherwise with Montgomery's trick (one ``pow`` in all).
@@ -29,7 +30,13 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from secfpp.crypto.field import FieldArray, PrimeField
+from secfpp.crypto.field import (
+    FieldArray,
+    PrimeField,
+    narrow_product,
+    prepare_narrow,
+    scratch_buffer,
+)
 
 __all__ = [
     "MERSENNE_61",
@@ -49,9 +56,9 @@ _NARROW = 1 << 31
 _U32 = np.uint64(0xFFFFFFFF)
 _U29 = np.uint64((1 << 29) - 1)
 _UM61 = np.uint64(MERSENNE_61)
-_WIDE_BITS = 21  # three limbs of 21 bits cover |x| < 2**61 (_limb_matmul)
-_NARROW_BITS = 11  # three limbs of 11 bits cover x < 2**31
-_LIMB_HALF = 1 << (_WIDE_BITS - 1)
+_WIDE_BITS = 21  # three limbs of 21 bits cover |x| < 2**61 (_wide_matmul)
+_LIMB_HALF_BITS = _WIDE_BITS - 1
+_LIMB_HALF = 1 << _LIMB_HALF_BITS
 _LIMB_MASK = (1 << _WIDE_BITS) - 1
 # 3 limb pairs * 1365 inner rows * 2**20 * 2**21 < 2**53: float64 sums stay exact.
 _INNER_BLOCK = 1365
@@ -258,26 +265,36 @@ def mulsum(a: ArrayLike, b: ArrayLike, prime: int) -> FieldArray:
 def matmul(field: PrimeField, a: FieldArray, b: FieldArray) -> FieldArray:
     """``(a @ b) mod p`` for ``a`` (m, k) and ``b`` (k, L), exact for every field.
 
-    Built for the decode shapes (a structured matrix times long result vectors): both
-    narrow and wide fields run a few large float64 GEMMs (:func:`_limb_matmul`) instead
-    of :meth:`PrimeField.matmul`'s small tiles or the wide field's ``object`` products.
+    Built for the decode shapes (a structured matrix times long result vectors) and the
+    distance stage. Narrow fields (``p < 2**31``): :func:`crypto.field.narrow_product`,
+    two float64 products' worth of GEMM. Wide fields: :func:`_wide_matmul`, at most
+    nine (fewer when the entries are small, e.g. a 0/1 membership matrix).
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"Argument 'b' has shape {b.shape}; cannot multiply by {a.shape}")
-    return _limb_matmul(a, b, field.prime)
+    if field.prime < _NARROW:
+        return narrow_product(prepare_narrow(a, field.prime), b)
+    return _wide_matmul(a, b, field.prime)
 
 
-def _signed_limbs(x: NDArray[np.int64], prime: int, count: int) -> NDArray[np.float64]:
-    """Signed limbs of the centred values ``c``: (count, *x.shape) float64.
+def _signed_limbs(
+    x: NDArray[np.int64], prime: int, count: int | None = None
+) -> NDArray[np.float64]:
+    """Signed 21-bit limbs of the centred values ``c`` of ``x``: (count, *x.shape) float64.
 
-    ``count = 1``: ``c`` itself (``|c| <= 2**30`` for narrow primes). ``count = 3``:
-    ``c = l0 + l1 * 2**21 + l2 * 2**42`` with ``l0, l1`` in ``[-2**20, 2**20)`` and
-    ``|l2| <= 2**19 + 1`` (``|c| < 2**61``).
+    ``c = sum_i l_i 2**(21 i)`` with ``l_i`` in ``[-2**20, 2**20)`` for ``i < count - 1``
+    and ``|l_{count-1}| <= 2**20``. ``count`` defaults to the fewest (1 to 3) that hold
+    ``max |c|``; 3 always do (``|c| <= (p-1)/2 < 2**61``).
     """
-    limbs = np.empty((count, *x.shape), dtype=np.float64)
     c = np.where(x > (prime - 1) // 2, x - prime, x)
+    if count is None:
+        peak = int(np.abs(c).max()) if c.size else 0
+        count = 1
+        while peak >= 1 << (_LIMB_HALF_BITS + _WIDE_BITS * (count - 1)):
+            count += 1
+    limbs = np.empty((count, *x.shape), dtype=np.float64)
     for i in range(count - 1):
         low = c + _LIMB_HALF
         low &= _LIMB_MASK
@@ -289,7 +306,98 @@ def _signed_limbs(x: NDArray[np.int64], prime: int, count: int) -> NDArray[np.fl
     return limbs
 
 
-def _unsigned_limbs(x: NDArray[np.int64], bits: int, out: list[NDArray[np.float64]]) -> None:
+def _unsigned_limbs(
+    x: NDArray[np.int64], count: int, buffer: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``x = sum_j limbs[j] 2**(21 j)``, limbs in ``[0, 2**21)``: (count, *x.shape) in ``buffer``.
+
+    A transposed view ``x`` (``x.T`` C-contiguous) is read along memory and the limbs
+    come back as transposed views too.
+    """
+    rows, cols = x.shape
+    transposed = not x.flags.c_contiguous and x.T.flags.c_contiguous
+    if transposed:
+        stacked = buffer[: count * rows * cols].reshape(count, cols, rows)
+        source = x.T
+    else:
+        stacked = buffer[: count * rows * cols].reshape(count, rows, cols)
+        source = x
+    for j in range(count):
+        part = source >> (_WIDE_BITS * j) if j else source
+        np.bitwise_and(part, _LIMB_MASK, out=stacked[j], casting="unsafe")
+    return stacked.transpose(0, 2, 1) if transposed else stacked
+
+
+def _reduce_signed_inplace(g: NDArray[np.int64], prime: int) -> None:
+    """``g mod p`` in place for ``|g| < 2**53``: one correction when ``p`` exceeds ``|g|``."""
+    if prime > _EXACT:
+        sign = g >> 63  # -1 where negative, else 0
+        sign &= prime
+        g += sign
+    else:
+        np.mod(g, prime, out=g)
+
+
+def _wide_matmul(a: FieldArray, b: FieldArray, prime: int) -> FieldArray:
+    """Exact ``a @ b mod p`` for ``p < 2**62`` on float64 GEMMs (schoolbook on 21-bit limbs).
+
+    Centred ``a = sum_i a_i 2**(21 i)`` (signed limbs, ``|a_i| <= 2**20``, ``la <= 3`` of
+    them) and ``b = sum_j b_j 2**(21 j)`` (``0 <= b_j < 2**21``, ``lb <= 3``), so
+    ``a @ b = sum_s 2**(21 s) D_s`` with ``D_s = sum_{i+j=s} a_i @ b_j``. One GEMM of
+    the stacked ``[a_0; ..; a_{la-1}]`` with each ``b_j`` gives every ``a_i @ b_j``
+    (``la * lb <= 9`` plain products; a 0/1 matrix has ``la = 1``). **Exactness:** a
+    block of at most 1365 inner rows makes every term below ``2**41`` and every ``D_s``
+    (at most 3 products) below ``3 * 1365 * 2**41 < 2**53``, exact in float64 in any
+    summation order. ``D_s`` are combined by Horner's rule with :func:`times_pow2` (a
+    61-bit rotation for ``p = 2**61 - 1``) and reduced in int64.
+    """
+    m, k = a.shape
+    cols = b.shape[1]
+    out = np.zeros((m, cols), dtype=np.int64)
+    if m == 0 or cols == 0 or k == 0:
+        return out
+    if cols >= 2 * k:  # long results: three GEMM outputs beat five (see the docstrings)
+        return _wide_matmul_inner(a, b, prime)
+    left_all = _signed_limbs(a, prime)
+    la = left_all.shape[0]
+    lb = max(1, -(-int(b.max()).bit_length() // _WIDE_BITS)) if b.size else 1
+    block_rows = min(k, _INNER_BLOCK)
+    tile = max(64, min(cols, _TILE_ELEMENTS // (lb * (block_rows + la * m))))
+    scratch = scratch_buffer(lb * (block_rows + la * m) * tile)
+    limb_buf = scratch[: lb * block_rows * tile]
+    product_buf = scratch[lb * block_rows * tile :]
+    acc_buf = np.empty((m, tile), dtype=np.int64)
+    term_buf = np.empty((m, tile), dtype=np.int64)
+    for r0 in range(0, k, _INNER_BLOCK):
+        r1 = min(k, r0 + _INNER_BLOCK)
+        left = left_all[:, :, r0:r1].reshape(la * m, r1 - r0)
+        for c0 in range(0, cols, tile):
+            c1 = min(cols, c0 + tile)
+            width = c1 - c0
+            right = _unsigned_limbs(b[r0:r1, c0:c1], lb, limb_buf)
+            products = product_buf[: lb * la * m * width].reshape(lb, la * m, width)
+            np.matmul(left, right, out=products)  # products[j, i-th block] = a_i @ b_j
+            acc, term = acc_buf[:, :width], term_buf[:, :width]
+            for s in range(la + lb - 2, -1, -1):
+                first = max(0, s - lb + 1)
+                total = products[s - first, first * m : (first + 1) * m]
+                for i in range(first + 1, min(la, s + 1)):
+                    total += products[s - i, i * m : (i + 1) * m]  # exact: below 2**53
+                target = acc if s == la + lb - 2 else term
+                np.copyto(target, total, casting="unsafe")
+                _reduce_signed_inplace(target, prime)
+                if s == la + lb - 2:
+                    continue
+                acc[:] = times_pow2(acc, _WIDE_BITS, prime)
+                acc += term
+                acc -= prime * (acc >= prime)
+            block = out[:, c0:c1]
+            block += acc
+            block -= prime * (block >= prime)
+    return out
+
+
+def _unsigned_limbs_fixed(x: NDArray[np.int64], bits: int, out: list[NDArray[np.float64]]) -> None:
     """``x = out[0] + out[1] * 2**bits + out[2] * 2**(2 bits)``, limbs in ``[0, 2**bits)``."""
     mask = (1 << bits) - 1
     np.bitwise_and(x, mask, out=out[0], casting="unsafe")
@@ -309,14 +417,14 @@ def _right_operand(
     k, w = b.shape
     if transposed:
         stacked = buffer[: 3 * k * w].reshape(w, 3, k)
-        _unsigned_limbs(b.T, bits, [stacked[:, j, :] for j in range(3)])
+        _unsigned_limbs_fixed(b.T, bits, [stacked[:, j, :] for j in range(3)])
         return stacked.reshape(w, 3 * k).T
     stacked = buffer[: 3 * k * w].reshape(3, k, w)
-    _unsigned_limbs(b, bits, [stacked[j] for j in range(3)])
+    _unsigned_limbs_fixed(b, bits, [stacked[j] for j in range(3)])
     return stacked.reshape(3 * k, w)
 
 
-def _reduce_signed(g: NDArray[np.int64], prime: int) -> FieldArray:
+def _reduce_signed_copy(g: NDArray[np.int64], prime: int) -> FieldArray:
     """``g mod p`` for ``|g| < 2**53``: one correction when ``p`` exceeds ``|g|``."""
     if prime > _EXACT:
         g += prime * (g < 0)
@@ -324,27 +432,25 @@ def _reduce_signed(g: NDArray[np.int64], prime: int) -> FieldArray:
     return np.mod(g, prime)
 
 
-def _limb_matmul(a: FieldArray, b: FieldArray, prime: int) -> FieldArray:
-    """Exact ``a @ b mod p`` for ``p < 2**62`` on float64 GEMMs.
+def _wide_matmul_inner(a: FieldArray, b: FieldArray, prime: int) -> FieldArray:
+    """Exact ``a @ b mod p`` (wide ``p``) for long right operands: three GEMM outputs.
 
-    Write ``b = sum_j b_j 2**(w j)`` (``j = 0..2``, limbs in ``[0, 2**w)``; ``w = 11`` for
-    narrow primes, 21 for wide ones) and ``a_j = a * 2**(w j) mod p``, so
-    ``a @ b = sum_j a_j @ b_j (mod p)`` = ``[a_0 | a_1 | a_2] @ [b_0; b_1; b_2]``. Narrow:
-    ``|a_j| <= 2**30`` (centred), one GEMM with inner dimension ``3k`` (3 times the plain
-    float product). Wide: each ``a_j`` is split into signed limbs ``a_{j,i}``
-    (``|a_{j,i}| <= 2**20``), ``a @ b = sum_i 2**(21 i) G_i`` with
+    Write ``b = sum_j b_j 2**(21 j)`` (``j = 0..2``, limbs in ``[0, 2**21)``) and
+    ``a_j = a * 2**(21 j) mod p``, each split into centred signed limbs ``a_{j,i}``
+    (``|a_{j,i}| <= 2**20``): ``a @ b = sum_i 2**(21 i) G_i`` with
     ``G_i = [a_{0,i} | a_{1,i} | a_{2,i}] @ [b_0; b_1; b_2]``, all three from one GEMM of
     the stacked left operand (3m, 3k) (9 times the plain product), combined by Horner's
     rule with :func:`times_pow2`. Every term is below ``2**41`` in magnitude, so blocks of
-    1365 inner rows sum exactly in float64 (``3 * 1365 * 2**41 < 2**53``).
+    1365 inner rows sum exactly in float64 (``3 * 1365 * 2**41 < 2**53``). Its left
+    operand costs nine limb matrices, its result three: :func:`_wide_matmul` picks it
+    when the result is larger than the left operand.
     """
     m, k = a.shape
     cols = b.shape[1]
     out = np.zeros((m, cols), dtype=np.int64)
     if m == 0 or cols == 0 or k == 0:
         return out
-    narrow = prime < _NARROW
-    bits, count = (_NARROW_BITS, 1) if narrow else (_WIDE_BITS, 3)
+    bits, count = _WIDE_BITS, 3
     # split[j][i] = a_{j,i}
     split = [_signed_limbs(times_pow2(a, bits * j, prime), prime, count) for j in range(3)]
     transposed = not b.flags.c_contiguous and b.T.flags.c_contiguous
@@ -360,11 +466,11 @@ def _limb_matmul(a: FieldArray, b: FieldArray, prime: int) -> FieldArray:
             c1 = min(cols, c0 + tile)
             right = _right_operand(b[r0:r1, c0:c1], bits, buffer, transposed)
             g = (left @ right).astype(np.int64)  # exact: integers below 2**53
-            acc = _reduce_signed(g[(count - 1) * m :], prime)
+            acc = _reduce_signed_copy(g[(count - 1) * m :], prime)
             for i in range(count - 2, -1, -1):
                 acc = times_pow2(acc, _WIDE_BITS, prime)
                 acc += g[i * m : (i + 1) * m]
-                acc = _reduce_signed(acc, prime)
+                acc = _reduce_signed_copy(acc, prime)
                 acc -= prime * (acc >= prime)
             block = out[:, c0:c1]
             block += acc

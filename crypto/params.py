@@ -20,7 +20,9 @@ With ``m <= N`` members per cluster, ``s = 2**bits`` and clip bound ``B``:
 
 :class:`CryptoParams` refuses any configuration that could wrap, naming the parameter
 and the limit; :func:`choose_code` and :meth:`CryptoParams.for_federation` pick ``K``,
-``T`` and the largest safe ``bits``.
+``T`` and the largest safe ``bits``. The codes themselves (:class:`CodeSpec`, the thresholds
+and the equivocation rule below) live in :mod:`crypto.codes`, re-exported here, so that
+:mod:`crypto.committee` needs only them and this module can import it.
 
 Two rules protect what the coordinator decodes (docs/protocol.md, "Parameters"):
 
@@ -46,6 +48,26 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from secfpp.crypto.codes import (
+    DEFAULT_AGGREGATION_CLIP,
+    DEFAULT_CLUSTERING_CLIP,
+    DEFAULT_DROPOUT_FRACTION,
+    DEFAULT_REDUCED_DIM,
+    MERSENNE_31,
+    MERSENNE_61,
+    CodeSpec,
+    _centre_peak,
+    _linear_peak,
+    _point_peak,
+    all_to_all_codes,
+    choose_code,
+    distance_colluders,
+    equivocation_safe,
+    federation_dropouts,
+    largest_safe_bits,
+    safe_dropouts,
+)
+from secfpp.crypto.committee import plan_committee
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.field import MAX_PRIME, PrimeField, is_prime
 from secfpp.crypto.lcc import LagrangeCode
@@ -63,8 +85,7 @@ __all__ = [
     "safe_dropouts",
 ]
 
-MERSENNE_61 = 2**61 - 1
-MERSENNE_31 = 2**31 - 1
+# MERSENNE_61, MERSENNE_31 and the DEFAULT_* values come from crypto.codes (imported above).
 
 
 @dataclass(frozen=True)
@@ -106,169 +127,6 @@ class FieldSpec:
 
 
 @dataclass(frozen=True)
-class CodeSpec:
-    """LCC code of one stage: ``K`` chunks, ``T`` colluders tolerated."""
-
-    k: int
-    t: int
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.k, int) or self.k < 1:
-            raise ParameterError("k", f"must be an int >= 1, not {self.k!r}")
-        if not isinstance(self.t, int) or self.t < 1:
-            raise ParameterError("t", f"must be an int >= 1 (privacy needs T >= 1), not {self.t!r}")
-
-    def threshold(self, degree: int) -> int:
-        """Results needed to decode a degree-``degree`` computation."""
-        return degree * (self.k + self.t - 1) + 1
-
-
-DEFAULT_DROPOUT_FRACTION = 0.25
-"""Dropouts ``for_federation`` tolerates when not told: ``floor(0.25 N)``, lowered to
-:func:`safe_dropouts` where that is smaller (``N = 5`` and ``N = 8`` at the default
-collusion fraction)."""
-
-
-def equivocation_safe(threshold: int, *, colluders: int, points: int) -> bool:
-    """``2 R - T > P``: any two sets of ``R`` of the ``P`` result holders share ``T + 1``
-    members, so at least one honest member, who answers one request per stage.
-
-    >>> equivocation_safe(13, colluders=6, points=24), equivocation_safe(17, colluders=6, points=24)
-    (False, True)
-    """
-    return 2 * threshold - colluders > points
-
-
-def distance_colluders(points: int, colluders: int) -> int:
-    """``T_c``: the smallest ``T_c >= T`` whose distance threshold ``R_c = 2 T_c + 1`` (``K_c
-    = 1``) is equivocation-safe, ``2 (2 T_c + 1) - T > P``, i.e. ``max(T, floor((P + T - 2)
-    / 4) + 1)``. A larger ``T_c`` only raises ``R_c``: privacy is still claimed for ``T``.
-
-    >>> distance_colluders(24, 6), distance_colluders(8, 2)
-    (8, 3)
-    """
-    return max(colluders, (points + colluders - 2) // 4 + 1)
-
-
-def safe_dropouts(points: int, colluders: int) -> int:
-    """The most dropouts ``D`` both stages tolerate among ``P`` points with ``T`` colluders
-    while every threshold is equivocation-safe; ``-1`` when even ``D = 0`` is not.
-
-    Distance stage: ``D <= P - (2 T_c + 1)`` with ``T_c`` = :func:`distance_colluders`.
-    Aggregation stage: ``R_a = P - D`` and ``2 (P - D) - T > P``, i.e. ``D <= floor((P - T
-    - 1) / 2)``; then ``K_a = P - D - T >= 1``.
-
-    >>> safe_dropouts(8, 2), safe_dropouts(40, 10), safe_dropouts(24, 6)
-    (1, 13, 7)
-    """
-    if points < 1 or colluders < 1:
-        raise ParameterError("colluders", f"need P >= 1 and T >= 1, not P={points}, T={colluders}")
-    t_c = distance_colluders(points, colluders)
-    return max(-1, min((points - colluders - 1) // 2, points - 2 * t_c - 1))
-
-
-def federation_dropouts(
-    points: int, *, colluders: int, dropout_fraction: float | None, name: str
-) -> int:
-    """``D = floor(f_d P)``, checked against :func:`safe_dropouts`; ``f_d = None`` gives
-    ``min(floor(DEFAULT_DROPOUT_FRACTION * P), safe_dropouts(P, T))``.
-
-    Raises :class:`ParameterError` naming ``dropout_fraction`` and the largest safe fraction
-    when ``D`` is too large, or naming ``name`` (what fixed ``T``) when even ``D = 0`` is
-    unsafe.
-    """
-    if dropout_fraction is not None and not (
-        isinstance(dropout_fraction, int | float) and 0 <= dropout_fraction < 1
-    ):
-        raise ParameterError("dropout_fraction", f"must be in [0, 1), not {dropout_fraction!r}")
-    limit = safe_dropouts(points, colluders)
-    if limit < 0:
-        raise ParameterError(
-            name,
-            f"gives T = {colluders} colluders among {points}: no code has a threshold R <= "
-            f"{points} with 2R - T > {points} (equivocation); at most "
-            f"{_largest_safe_colluders(points)} colluders fit",
-        )
-    if dropout_fraction is None:
-        return min(math.floor(DEFAULT_DROPOUT_FRACTION * points), limit)
-    dropouts = math.floor(dropout_fraction * points)
-    if dropouts > limit:
-        raise ParameterError(
-            "dropout_fraction",
-            f"= {dropout_fraction} tolerates {dropouts} of {points} dropouts, but with T = "
-            f"{colluders} colluders answering two different requests every threshold R must "
-            f"have 2R - T > {points} (equivocation): the largest safe dropout_fraction is "
-            f"{limit}/{points} = {limit / points:.6g} ({limit} dropout(s); any value below "
-            f"{(limit + 1) / points:.6g})",
-        )
-    return dropouts
-
-
-def _largest_safe_colluders(points: int) -> int:
-    return max((t for t in range(1, points) if safe_dropouts(points, t) >= 0), default=0)
-
-
-def choose_code(n_participants: int, *, dropouts: int, colluders: int, degree: int) -> CodeSpec:
-    """The code with the most chunks that tolerates ``dropouts`` and ``colluders``.
-
-    ``T = colluders`` and ``K`` is the largest integer with
-    ``degree * (K + T - 1) + 1 <= N - dropouts``.
-    """
-    if n_participants < 1:
-        raise ParameterError("n_participants", f"must be >= 1, not {n_participants}")
-    if not 0 <= dropouts < n_participants:
-        raise ParameterError("dropouts", f"must be in [0, {n_participants}), not {dropouts}")
-    if colluders < 1:
-        raise ParameterError("colluders", f"must be >= 1, not {colluders}")
-    if degree < 1:
-        raise ParameterError("degree", f"must be >= 1, not {degree}")
-    available = n_participants - dropouts
-    k = (available - 1) // degree + 1 - colluders
-    if k < 1:
-        raise ParameterError(
-            "colluders",
-            f"= {colluders} with {dropouts} dropouts leaves no room for a degree-{degree} code "
-            f"among {n_participants} participants (need degree*(K+T-1)+1 <= N - dropouts)",
-        )
-    return CodeSpec(k=k, t=colluders)
-
-
-def _linear_peak(n: int, quantum: int) -> int:
-    return n * quantum
-
-
-def _point_peak(n: int, quantum: int, chunk: int) -> int:
-    return chunk * (2 * n * quantum) ** 2
-
-
-def _centre_peak(n: int, quantum: int, chunk: int) -> int:
-    pair = (n // 2) * ((n + 1) // 2)
-    return chunk * (2 * pair * quantum) ** 2
-
-
-def largest_safe_bits(
-    *, prime: int, clip: float, n_participants: int, degree: int, chunk: int = 1
-) -> int:
-    """Largest ``bits`` for which a stage's decoded values cannot wrap (see module doc)."""
-    best = -1
-    for bits in range(53):
-        quantum = math.ceil((1 << bits) * clip)
-        if degree == 1:
-            peak = _linear_peak(n_participants, quantum)
-        else:
-            peak = max(
-                _point_peak(n_participants, quantum, chunk),
-                _centre_peak(n_participants, quantum, chunk),
-            )
-        if peak >= (prime - 1) // 2:
-            break
-        best = bits
-    if best < 0:
-        raise ParameterError("clip", f"= {clip} overflows GF({prime}) even with bits = 0")
-    return best
-
-
-@dataclass(frozen=True)
 class CryptoParams:
     """Everything that fixes a federation's coded computations.
 
@@ -296,10 +154,10 @@ class CryptoParams:
     clustering_code: CodeSpec
     aggregation_code: CodeSpec
     clustering_field: FieldSpec = field(
-        default_factory=lambda: FieldSpec(prime=MERSENNE_61, bits=16, clip=4.0)
+        default_factory=lambda: FieldSpec(prime=MERSENNE_61, bits=16, clip=DEFAULT_CLUSTERING_CLIP)
     )
     aggregation_field: FieldSpec = field(
-        default_factory=lambda: FieldSpec(prime=MERSENNE_31, bits=16, clip=1.0)
+        default_factory=lambda: FieldSpec(prime=MERSENNE_31, bits=16, clip=DEFAULT_AGGREGATION_CLIP)
     )
     l2_clip: float = 10.0
     min_aggregation_size: int = 3
@@ -344,6 +202,7 @@ class CryptoParams:
             "aggregation_code", self.aggregation_code, self.aggregation_field, degree=1
         )
         self._check_overflow()
+        _ = self.attestation_quorum  # reachable by every stage that could decode
 
     def _check_code(self, name: str, code: CodeSpec, spec: FieldSpec, *, degree: int) -> None:
         need = code.threshold(degree)
@@ -430,6 +289,19 @@ class CryptoParams:
         """How many participants (committee members) may miss the aggregation stage."""
         return self.code_points - self.aggregation_code.threshold(1)
 
+    @property
+    def attestation_quorum(self) -> int:
+        """``Q = floor((P + T) / 2) + 1`` attestations of a coded stage's request a
+        participant needs before it answers (:func:`crypto.attestation.attestation_quorum`,
+        ``P`` = :attr:`code_points`, ``T`` = :attr:`colluders`). Checked against both
+        stages' thresholds (refused with a ``ParameterError`` on ``attestation_quorum``
+        where a stage could decode but never reach its quorum; the equivocation bound
+        ``2R - T > P`` already implies ``R >= Q``)."""
+        from secfpp.crypto.attestation import attestation_quorum  # imports transport
+
+        survivors = min(self.clustering_code.threshold(2), self.aggregation_code.threshold(1))
+        return attestation_quorum(self.code_points, self.colluders, survivors=survivors)
+
     def clustering_lcc(self) -> LagrangeCode:
         """The LCC code of the distance stage."""
         c = self.clustering_code
@@ -445,11 +317,11 @@ class CryptoParams:
         cls,
         n_participants: int,
         *,
-        reduced_dim: int = 128,
+        reduced_dim: int = DEFAULT_REDUCED_DIM,
         dropout_fraction: float | None = None,
         collusion_fraction: float = 0.25,
-        clustering_clip: float = 4.0,
-        aggregation_clip: float = 1.0,
+        clustering_clip: float = DEFAULT_CLUSTERING_CLIP,
+        aggregation_clip: float = DEFAULT_AGGREGATION_CLIP,
         clustering_prime: int = MERSENNE_61,
         aggregation_prime: int = MERSENNE_31,
         committee: bool | int = False,
@@ -493,8 +365,6 @@ class CryptoParams:
         )
         plan = None
         if committee is not False:
-            from secfpp.crypto.committee import plan_committee  # imports this module
-
             if committee is not True and (not isinstance(committee, int) or committee < 3):
                 raise ParameterError(
                     "committee_size", f"must be an int in [3, {n}], not {committee!r}"
@@ -509,11 +379,9 @@ class CryptoParams:
         if plan is not None and not plan.full:
             c_code, a_code = plan.clustering_code, plan.aggregation_code
         else:
-            dropouts = federation_dropouts(
-                n, colluders=colluders, dropout_fraction=dropout_fraction, name="collusion_fraction"
+            c_code, a_code = all_to_all_codes(
+                n, colluders=colluders, dropout_fraction=dropout_fraction
             )
-            c_code = CodeSpec(k=1, t=distance_colluders(n, colluders))
-            a_code = choose_code(n, dropouts=dropouts, colluders=colluders, degree=1)
         return cls(
             n_participants=n,
             reduced_dim=reduced_dim,

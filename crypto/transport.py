@@ -32,10 +32,12 @@ variable-length field length-prefixed, so distinct contexts never encode alike):
     u64 sender
     u64 recipient
 
-The HKDF is computed as RFC 5869 defines it, Extract then Expand, from pyca's
-HMAC-SHA256 (``key`` is one SHA-256 block, so Expand is the single
-``HMAC(PRK, info || 0x01)``); the known-answer vector is generated with pyca's
-``HKDF`` class and pins that the two agree.
+The HKDF is RFC 5869's Extract then Expand, both from pyca: :meth:`HKDF.extract
+<cryptography.hazmat.primitives.kdf.hkdf.HKDF.extract>` gives ``PRK = HMAC-SHA256(salt, z)``
+and :class:`~cryptography.hazmat.primitives.kdf.hkdf.HKDFExpand` the 32-byte key
+``HMAC(PRK, info || 0x01)`` (one SHA-256 block); the two steps are separate only so that a
+:class:`KeyRing` can cache the PRK. The known-answer vector is generated with pyca's one-shot
+``HKDF`` class and pins that the split key schedule agrees with it.
 
 Per-peer caching: ``z`` depends only on the two key pairs, which are fixed for the
 whole federation, and the HKDF-Extract step only on ``z`` and the federation. A
@@ -66,7 +68,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.hmac import HMAC
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF, HKDFExpand
 
 from secfpp.crypto.errors import ParameterError, ShareAuthenticationError
 from secfpp.crypto.rng import RandomSource, SystemRandom
@@ -223,7 +225,7 @@ class _Peer:
 
     def __init__(self, secret: bytes) -> None:
         self.secret = secret
-        self.extracts: dict[bytes, HMAC] = {}
+        self.extracts: dict[bytes, bytes] = {}
 
     def __repr__(self) -> str:
         return "_Peer(<hidden>)"
@@ -287,7 +289,7 @@ class KeyRing:
         with self._lock:
             self._peers.clear()
 
-    def _extracted(self, peer_public_key: X25519PublicKey, salt: bytes) -> HMAC:
+    def _extracted(self, peer_public_key: X25519PublicKey, salt: bytes) -> bytes:
         """HKDF-Extract of the secret with ``peer_public_key`` under ``salt``, cached."""
         raw = _raw_public(peer_public_key)
         with self._lock:
@@ -406,19 +408,15 @@ class ShareContext:
         return f"share|v1|{self.round}|{self.stage}|{self.sender}|{self.recipient}".encode()
 
 
-def _extract(shared_secret: bytes, salt: bytes) -> HMAC:
-    """HKDF-Extract (RFC 5869 2.2): ``PRK = HMAC-SHA256(salt, z)``, as an HMAC keyed by PRK."""
-    mac = HMAC(salt, _SHA256)
-    mac.update(shared_secret)
-    return HMAC(mac.finalize(), _SHA256)
+def _extract(shared_secret: bytes, salt: bytes) -> bytes:
+    """HKDF-Extract (RFC 5869 2.2): ``PRK = HMAC-SHA256(salt, z)``, 32 bytes (pyca)."""
+    return HKDF.extract(_SHA256, salt, shared_secret)
 
 
-def _expand(prk: HMAC, info: bytes) -> bytes:
-    """HKDF-Expand (RFC 5869 2.3) to ``KEY_SIZE`` = HashLen bytes: ``HMAC(PRK, info || 0x01)``."""
-    mac = prk.copy()
-    mac.update(info)
-    mac.update(b"\x01")
-    return mac.finalize()
+def _expand(prk: bytes, info: bytes) -> bytes:
+    """HKDF-Expand (RFC 5869 2.3) to ``KEY_SIZE`` = HashLen bytes: ``HMAC(PRK, info || 0x01)``
+    (pyca's :class:`~cryptography.hazmat.primitives.kdf.hkdf.HKDFExpand`)."""
+    return HKDFExpand(algorithm=_SHA256, length=KEY_SIZE, info=info).derive(prk)
 
 
 def _share_key(shared_secret: bytes, context: ShareContext) -> bytes:

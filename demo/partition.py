@@ -36,6 +36,7 @@ __all__ = [
     "group_sizes",
     "load_train_domain",
     "multi_domain_partition",
+    "resolve_setting",
     "setting_partition",
     "single_domain_partition",
     "write_image_folders",
@@ -239,6 +240,57 @@ class Setting:
     group_sizes: tuple[int, ...]
 
 
+def resolve_setting(setting: str | SettingSpec, *, base: Path | None = None) -> SettingSpec:
+    """The :class:`SettingSpec` a setting text names.
+
+    A text is a name of :data:`SETTINGS` (``"two-domain"``), or domains joined by ``+``, each a
+    domain text of :func:`demo.data.registry.resolve_domain` (a registered name, ``NAME=PATH``
+    or ``PATH`` of a folder or ``.csv`` file, registered on the way) with an optional
+    ``@SHARE`` (a positive integer, default 1): ``handwritten_digits+greek_letters``,
+    ``mine=./photos@7+printed_letters@3``. ``base`` is the folder relative paths start from.
+
+    Raises:
+        ValueError: a domain is unknown or given twice, or a share is not a positive integer.
+    """
+    if isinstance(setting, SettingSpec):
+        return setting
+    if setting in SETTINGS:
+        return SETTINGS[setting]
+    from demo.data.registry import resolve_domain
+
+    names: list[str] = []
+    shares: list[int] = []
+    for token in setting.split("+"):
+        text, at, share = token.strip().rpartition("@") if "@" in token else ("", "", token)
+        text = text if at else share
+        if not text.strip():
+            raise ValueError(f"Setting {setting!r}: empty domain between '+' signs")
+        try:
+            weight = int(share) if at else 1
+        except ValueError:
+            weight = 0
+        if weight < 1:
+            raise ValueError(f"Setting {setting!r}: share {share!r} is not a positive integer")
+        try:
+            spec = resolve_domain(text, base=base)
+        except ValueError as exc:
+            if "+" in setting or "=" in setting or "/" in setting:
+                raise
+            raise ValueError(
+                f"Argument 'name' must be one of {sorted(SETTINGS)}, or registered domains "
+                f"(or folders / .csv files) joined by '+', not {setting!r}: {exc}"
+            ) from None
+        if spec.name in names:
+            raise ValueError(f"Setting {setting!r}: domain {spec.name!r} is given twice")
+        names.append(spec.name)
+        shares.append(weight)
+    description = " | ".join(
+        f"{n} ({s} of {sum(shares)})" if len(set(shares)) > 1 else n
+        for n, s in zip(names, shares, strict=True)
+    )
+    return SettingSpec(setting, tuple(names), tuple(shares), description)
+
+
 #: ``(domain name, seed) -> Domain``: the training images of one offline domain.
 DomainLoader = Callable[[str, int], Domain]
 
@@ -260,7 +312,7 @@ def _subsample(domain: Domain, size: int, seed: int, code: int) -> Domain:
 
 
 def setting_partition(
-    name: str,
+    name: str | SettingSpec,
     n_participants: int,
     *,
     alpha: float = 0.5,
@@ -269,7 +321,8 @@ def setting_partition(
     min_size: int = 10,
     load: DomainLoader = load_train_domain,
 ) -> Setting:
-    """Build setting ``name`` (a key of :data:`SETTINGS`) for ``n_participants``.
+    """Build setting ``name`` (a setting text of :func:`resolve_setting` or a spec) for
+    ``n_participants``.
 
     Group sizes are :func:`group_sizes` of the setting's shares (``"unequal"`` with 10
     participants: 7 + 3). With ``images_per_participant``, domain ``d`` is first cut to a
@@ -277,9 +330,7 @@ def setting_partition(
     fewer), so parts hold that many images on average (Dirichlet(``alpha``) skews both labels
     and sizes). Domains come from ``load(domain name, seed)``.
     """
-    spec = SETTINGS.get(name)
-    if spec is None:
-        raise ValueError(f"Argument 'name' must be one of {sorted(SETTINGS)}, not {name!r}")
+    spec = resolve_setting(name)
     if images_per_participant is not None and images_per_participant < min_size:
         raise ValueError(
             f"Argument 'images_per_participant' must be >= min_size ({min_size}), "
@@ -304,7 +355,7 @@ def setting_partition(
 
     index_of = {id(domain): d for d, domain in enumerate(domains)}
     return Setting(
-        name=name,
+        name=spec.name,
         parts=tuple(parts),
         true_domain=tuple(index_of[id(part.domain)] for part in parts),
         domain_names=spec.domains,

@@ -35,7 +35,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from secfpp.crypto.cli_help import CommandParser, DefaultsHelpFormatter
 from secfpp.participant.client import (
     CoordinatorClient,
     CoordinatorUnavailableError,
@@ -51,6 +50,7 @@ from secfpp.participant.daemon import (
     guarded,
 )
 from secfpp.participant.state import StateDir, StateError
+from secfpp.process.cli_help import CommandParser, DefaultsHelpFormatter
 
 __all__ = [
     "EXIT_CONFIG",
@@ -269,10 +269,10 @@ def _enroll(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Check the state (locally, then against the coordinator), build the trainer, loop."""
-    from secfpp.crypto.memory import retain_freed_memory
     from secfpp.participant.daemon import serve
+    from secfpp.process.memory import retain_freed_memory
 
-    retain_freed_memory()  # a stage's numpy temporaries reuse the heap (crypto/memory.py)
+    retain_freed_memory()  # numpy temporaries reuse the heap (secfpp/process/memory.py)
     state = StateDir(args.state)
     name = args.state.name
 

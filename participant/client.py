@@ -20,6 +20,13 @@ fix; so is a CA bundle file that does not exist.
 Any other 4xx answer is final and raised as :class:`RequestRefusedError` carrying the
 problem document's stable ``code`` and ``detail``; 401 and 403 (a revoked or wrong
 token) as its subclass :class:`AccessRevokedError`, which retrying cannot fix.
+
+Every JSON answer is parsed into its message of the wire schema (:mod:`secfpp.wire.messages`,
+the models the coordinator answers with) before a caller sees it: an answer of another shape
+(a coordinator of another version, a proxy's page) raises :class:`InvalidAnswerError`, naming
+the request and each failing field, instead of a ``KeyError`` deep in a stage. The methods
+return the validated document (the daemon's stages read documents). Request bodies are
+left for the coordinator to judge (its refusal names the failing field), as before.
 """
 
 from __future__ import annotations
@@ -37,13 +44,27 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.wire.headers import AUTHORIZATION, OCTETS, REQUEST_DIGEST, RETRY_AFTER
+from secfpp.wire.messages import (
+    AttestationReceipt,
+    Attestations,
+    BeaconContributionReceipt,
+    EnrollResponse,
+    Inbox,
+    MetricsReceipt,
+    RoundOutcome,
+    Task,
+    UploadReceipt,
+)
 
 __all__ = [
     "AccessRevokedError",
     "CoordinatorClient",
     "CoordinatorUnavailableError",
+    "InvalidAnswerError",
     "RequestRefusedError",
     "RetryPolicy",
     "UntrustedCertificateError",
@@ -54,7 +75,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OCTETS = "application/octet-stream"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 """Answers that mean "not now": retried without limit (by default)."""
 
@@ -77,6 +97,35 @@ class RequestRefusedError(Exception):
         self.status = status
         self.code = code
         self.detail = detail
+
+
+class InvalidAnswerError(RequestRefusedError):
+    """A 2xx answer that is not the wire message the request is answered with.
+
+    Retrying cannot fix it (the coordinator speaks another version of the schema, or
+    something else answered), so it is final, like a refusal, with code ``invalid_answer``
+    and a detail naming each failing field.
+    """
+
+    def __init__(
+        self, status: int, message: str, error: ValidationError, method: str, path: str
+    ) -> None:
+        fields = "; ".join(
+            f"{'.'.join(str(part) for part in e['loc']) or '(document)'}: {e['msg']}"
+            for e in error.errors()[:10]
+        )
+        detail = f"the answer is not a valid {message} ({error.error_count()} error(s): {fields})"
+        super().__init__(status, "invalid_answer", detail, method, path)
+
+
+def _parse(model: type[BaseModel], document: Any, method: str, path: str) -> dict[str, Any]:
+    """``document`` validated as ``model`` (:class:`InvalidAnswerError` if it is not one)."""
+    try:
+        model.model_validate(document)
+    except ValidationError as exc:
+        raise InvalidAnswerError(200, model.__name__, exc, method, path) from None
+    result: dict[str, Any] = document
+    return result
 
 
 class AccessRevokedError(RequestRefusedError):
@@ -235,7 +284,7 @@ class CoordinatorClient:
         """The answer's JSON (None when empty), or with ``raw`` the response itself."""
         headers = kwargs.pop("headers", {})
         if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+            headers[AUTHORIZATION] = f"Bearer {self.token}"
         started = self._monotonic()
         attempt = 0
         server_errors = 0
@@ -261,7 +310,7 @@ class CoordinatorClient:
                     return response.json() if response.content else None
                 if status in RETRY_STATUSES:
                     problem = f"HTTP {status}"
-                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+                    retry_after = retry_after_seconds(response.headers.get(RETRY_AFTER))
                 elif status >= 500:
                     server_errors += 1
                     problem = f"HTTP {status}: {response.text[:200]}"
@@ -341,21 +390,26 @@ class CoordinatorClient:
 
     # -- API -----------------------------------------------------------------------------
     def enroll(self, enrollment_token: str, display_name: str, public_key: bytes) -> dict[str, Any]:
+        """Enroll with a one-time token; the :class:`~secfpp.wire.messages.EnrollResponse`
+        document."""
         body = {
             "enrollment_token": enrollment_token,
             "display_name": display_name,
             "public_key": b64e(public_key),
         }
-        result: dict[str, Any] = self._request("POST", "/v1/enroll", json=body)
-        return result
+        path = "/v1/enroll"
+        return _parse(EnrollResponse, self._request("POST", path, json=body), "POST", path)
 
     def me(self) -> dict[str, Any]:
+        """This participant's record and its federation's config (a document: the config is
+        the coordinator's federation schema, which the stages read as they need it)."""
         result: dict[str, Any] = self._request("GET", "/v1/participants/me")
         return result
 
     def task(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", "/v1/participants/me/task")
-        return result
+        """What to do now: the :class:`~secfpp.wire.messages.Task` document."""
+        path = "/v1/participants/me/task"
+        return _parse(Task, self._request("GET", path), "GET", path)
 
     def upload_shares(self, round_number: int, body: dict[str, Any]) -> dict[str, Any]:
         """Upload the share body ``{"envelopes": [{recipient, kind, ciphertext (base64)}]}``
@@ -366,10 +420,10 @@ class CoordinatorClient:
             (int(e["recipient"]), str(e["kind"]), b64d(str(e["ciphertext"])))
             for e in body["envelopes"]
         ]
-        result: dict[str, Any] = self._request(
+        answer = self._request(
             "POST", path, content=pack_envelopes(records), headers={"Content-Type": OCTETS}
         )
-        return result
+        return _parse(UploadReceipt, answer, "POST", path)
 
     def inbox(self, participant_id: str, round_number: int) -> dict[str, Any]:
         """The inbox as a document of the JSON inbox's shape, fetched as a binary inbox
@@ -381,8 +435,7 @@ class CoordinatorClient:
             "GET", path, raw=True, headers={"Accept": f"{OCTETS}, application/json;q=0.5"}
         )
         if response.headers.get("content-type", "").split(";")[0].strip() != OCTETS:
-            result: dict[str, Any] = response.json()
-            return result
+            return _parse(Inbox, response.json(), "GET", path)
         number, recipient, senders, records = unpack_inbox(response.content)
         return {
             "round": number,
@@ -399,13 +452,32 @@ class CoordinatorClient:
     ) -> dict[str, Any]:
         """Upload a coded result with the digest of the request it answers."""
         path = f"/v1/participants/me/rounds/{round_number}/results/{stage}"
-        result: dict[str, Any] = self._request(
+        answer = self._request(
             "POST",
             path,
             content=payload,
-            headers={"Content-Type": OCTETS, "X-Request-Digest": request_digest},
+            headers={"Content-Type": OCTETS, REQUEST_DIGEST: request_digest},
         )
-        return result
+        return _parse(UploadReceipt, answer, "POST", path)
+
+    def attest(
+        self, round_number: int, stage: str, digest: str, macs: dict[int, bytes]
+    ) -> dict[str, Any]:
+        """Attest ``digest`` for ``stage`` to every recipient of ``macs`` (recipient ->
+        MAC, crypto.attestation.attest); the same attestation again is a replay."""
+        path = f"/v1/participants/me/rounds/{round_number}/attestations"
+        body = {
+            "stage": stage,
+            "digest": digest,
+            "macs": [{"recipient": r, "mac": b64e(m)} for r, m in sorted(macs.items())],
+        }
+        return _parse(AttestationReceipt, self._request("POST", path, json=body), "POST", path)
+
+    def attestations(self, round_number: int, stage: str) -> dict[str, Any]:
+        """The attestations addressed to this participant for ``stage`` of the round
+        (``attestations``: sender, digest, base64 MAC) and the ``poll_after_s`` hint."""
+        path = f"/v1/participants/me/rounds/{round_number}/attestations/{stage}"
+        return _parse(Attestations, self._request("GET", path), "GET", path)
 
     def refuse(
         self, round_number: int, reason: str, message: str, senders: Sequence[int] = ()
@@ -414,22 +486,21 @@ class CoordinatorClient:
         authentication (blamed), empty when the request itself is refused."""
         path = f"/v1/participants/me/rounds/{round_number}/refusals"
         body = {"reason": reason, "message": message[:1000], "senders": sorted(senders)}
-        result: dict[str, Any] = self._request("POST", path, json=body)
-        return result
+        answer = self._request("POST", path, json=body)
+        return _parse(UploadReceipt, answer, "POST", path)
 
     def beacon_contribution(self, round_number: int, body: dict[str, str]) -> dict[str, Any]:
         """Commit to (``{"commitment": hex}``) or reveal (``{"value": hex}``) this
         participant's contribution to round ``round_number``'s committee beacon."""
         path = f"/v1/participants/me/rounds/{round_number}/beacon-contribution"
-        result: dict[str, Any] = self._request("POST", path, json=body)
-        return result
+        answer = self._request("POST", path, json=body)
+        return _parse(BeaconContributionReceipt, answer, "POST", path)
 
     def outcome(self, round_number: int) -> dict[str, Any]:
+        """The round's :class:`~secfpp.wire.messages.RoundOutcome` document."""
         path = f"/v1/participants/me/rounds/{round_number}/outcome"
-        result: dict[str, Any] = self._request("GET", path)
-        return result
+        return _parse(RoundOutcome, self._request("GET", path), "GET", path)
 
     def report_metrics(self, round_number: int, metrics: dict[str, float]) -> dict[str, Any]:
         path = f"/v1/participants/me/rounds/{round_number}/metrics"
-        result: dict[str, Any] = self._request("POST", path, json=metrics)
-        return result
+        return _parse(MetricsReceipt, self._request("POST", path, json=metrics), "POST", path)

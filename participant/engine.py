@@ -6,6 +6,17 @@ and its request digest), and the round's ``progress.json`` is the single commit 
 A daemon killed at any instant and started again re-sends the same bytes (uploads are
 idempotent on the coordinator), never trains twice for one round, and never answers two
 different requests for one stage.
+
+Agreement before answering (docs/protocol.md section 7, "Equivocation", defence 3): the
+digest of the request a coded stage's result answers is committed (``{stage}_digest``)
+*before* this participant attests it (crypto.attestation), so it attests at most one
+request per round and stage, across restarts too (the MACs are deterministic: a restarted
+daemon re-sends the same attestation); the result is uploaded only once the participant
+holds valid attestations of that digest from ``Q`` stage participants
+(:attr:`crypto.params.CryptoParams.attestation_quorum`), polled at the coordinator's
+``poll_after_s`` hint. When the stage's deadline (``seconds_left``, by the coordinator's
+clock) comes before its next poll without a quorum it refuses (``no_quorum``); a stage
+that closed first is recorded as refused ``no_quorum`` too.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from secfpp.crypto.attestation import Attestation, attest, valid_attesters
 from secfpp.crypto.committee import CommitteeMismatchError
 from secfpp.crypto.errors import RefusalError
 from secfpp.crypto.params import CryptoParams
@@ -33,7 +45,7 @@ from secfpp.crypto.refusal import (
 )
 from secfpp.crypto.rng import RandomSource, SystemRandom
 from secfpp.crypto.transport import KeyRing, load_private_key
-from secfpp.participant.client import CoordinatorClient, RequestRefusedError
+from secfpp.participant.client import CoordinatorClient, RequestRefusedError, b64d
 from secfpp.participant.contributions import ContributionLog
 from secfpp.participant.protocol import (
     aggregation_payload,
@@ -151,6 +163,9 @@ class Engine:
         self.rng = rng or SystemRandom()
         self.poll_s = poll_s
         self._sleep = sleep
+        self._waiting: dict[str, Any] | None = None
+        """Set by a step that waits for its quorum of attestations: the last answer of
+        the attestation read (its ``poll_after_s`` paces the next poll)."""
         self._say = on_progress or (lambda text: log.info("%s", text))
         ident = state.identity()
         self.federation_id: str = ident["federation_id"]
@@ -245,6 +260,7 @@ class Engine:
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> dict[str, Any]:
         """Fetch the task and do its work once; returns the task document."""
+        self._waiting = None
         task = self.client.task()
         self._record_beacon(task)
         if self.params.has_committee:
@@ -326,7 +342,9 @@ class Engine:
                 task["action"] in ("share", "compute_distances", "compute_sums")
                 and not task["uploaded"]
             )
-            if not busy:
+            if self._waiting is not None:  # attested; too few attestations yet
+                self._sleep(poll_interval(self._waiting, self.poll_s))
+            elif not busy:
                 self._sleep(poll_interval(task, self.poll_s))
 
     def _final_words(self, why: str) -> str:
@@ -521,9 +539,96 @@ class Engine:
             progress[digest_key] = digest
             if stage == "distances":  # the next round's sets must follow from these
                 progress["distances_sets"] = answered_sets(task)
-            self._commit(number, progress)
+            self._commit(number, progress)  # the attest-once record: before any attestation
+        if not self._agreed(task, number, stage, progress, str(progress[digest_key])):
+            return
         self.client.upload_result(number, stage, payload, str(progress[digest_key]))
         self._say(f"round {number}: {stage} result uploaded")
+
+    def _stage_members(self, task: dict[str, Any]) -> list[int]:
+        """The stage's ``P`` participants: the committee, or every code point ``0..N-1``."""
+        announced = task.get("committee")
+        if announced is not None:
+            return sorted(int(m) for m in announced["members"])
+        return list(range(self.params.n_participants))
+
+    def _agreed(
+        self, task: dict[str, Any], number: int, stage: str, progress: dict[str, Any], digest: str
+    ) -> bool:
+        """Attest ``digest`` (the committed answer's request) once, then whether a quorum of
+        valid attestations of it is held (module docstring). Not yet: ``self._waiting`` is
+        set, or past the stage's deadline the request is refused with ``no_quorum``."""
+        quorum_key, sent_key = f"{stage}_quorum", f"{stage}_attested"
+        if progress.get(quorum_key):  # reached before a restart
+            return True
+        members = self._stage_members(task)
+        peers = peer_keys(task)
+        if progress.get(sent_key) != digest:
+            macs = attest(
+                self.key_ring,
+                peers,
+                federation_id=self.federation_id,
+                round_number=number,
+                stage=stage,
+                sender=self.index,
+                digest=digest,
+                recipients=[m for m in members if m in peers],
+            )
+            self.client.attest(number, stage, digest, macs)
+            progress[sent_key] = digest
+            self._commit(number, progress)
+            self._say(f"round {number}: {stage} request attested to {len(macs)} participants")
+        try:
+            doc = self.client.attestations(number, stage)
+        except RequestRefusedError as exc:
+            if exc.code in MOVED_ON and not progress.get(f"{stage}_refusal"):
+                # The stage closed (its deadline passed) before a quorum: recorded, not sent.
+                progress[f"{stage}_refusal"] = {
+                    "request": digest,
+                    "reason": "no_quorum",
+                    "message": f"the stage closed before a quorum of attestations ({exc.code})",
+                    "senders": [],
+                    "sent": False,
+                }
+                self._commit(number, progress)
+            raise
+        items = []
+        for entry in doc.get("attestations", []):
+            try:
+                items.append(
+                    Attestation(int(entry["sender"]), str(entry["digest"]), b64d(entry["mac"]))
+                )
+            except (KeyError, TypeError, ValueError):
+                continue  # malformed: counts for nothing
+        valid = valid_attesters(
+            self.key_ring,
+            peers,
+            items,
+            federation_id=self.federation_id,
+            round_number=number,
+            stage=stage,
+            me=self.index,
+            digest=digest,
+            members=members,
+        )
+        quorum = self.params.attestation_quorum
+        if len(valid) >= quorum:
+            progress[quorum_key] = sorted(valid)
+            self._commit(number, progress)
+            return True
+        left = doc.get("seconds_left")
+        if isinstance(left, int | float) and left <= poll_interval(doc, self.poll_s):
+            # By the coordinator's clock the deadline comes before the next poll.
+            error = RefusalError(
+                "no_quorum",
+                f"only {len(valid)} of the {quorum} attestations of this {stage} request "
+                "needed arrived before the deadline (participants may have been shown "
+                "different requests)",
+            )
+            self._refuse(number, stage, progress, digest, error, blamed=())
+            return False
+        self._waiting = doc
+        return False
 
     def _refuse(
         self,

@@ -15,8 +15,10 @@ a page differs from what the code gives, which ``tests/test_docs.py`` runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import io
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -219,17 +221,32 @@ def api_markdown() -> str:
 
 
 def _help(args: list[str]) -> str:
-    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        check=True,
-        timeout=120,
-    )
-    return out.stdout.rstrip()
+    """``python -m <args>`` 's help text, computed in this process: each CLI's ``main`` with
+    the help arguments, stdout captured and ``SystemExit`` caught; 100 columns, the checkout
+    as working directory (where a ``.env`` file would be read), ``sys.argv[0]`` the module's
+    file as ``-m`` sets it. One process for every page instead of one a command (the test
+    that checks the pages ran a dozen interpreters)."""
+    module_name, *argv = args
+    sys.path.insert(0, str(ROOT))
+    module = importlib.import_module(module_name)
+    out = io.StringIO()
+    saved_argv0, saved_columns = sys.argv[0], os.environ.get("COLUMNS")
+    sys.argv[0] = str(module.__file__)
+    os.environ["COLUMNS"] = "100"
+    try:
+        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out):
+            try:
+                module.main(argv)
+            except SystemExit as exit_:
+                if exit_.code not in (0, None):
+                    raise RuntimeError(f"{' '.join(args)} exited {exit_.code}") from exit_
+    finally:
+        sys.argv[0] = saved_argv0
+        if saved_columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved_columns
+    return out.getvalue().rstrip()
 
 
 def cli_markdown() -> str:

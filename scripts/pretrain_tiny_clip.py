@@ -58,10 +58,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from demo.data.fashion import FASHION_NAMES
 from demo.data.synthetic import (
     DIGIT_NAMES,
-    DOMAINS,
     LETTER_NAMES,
+    PRETRAINING_DOMAINS,
     DomainData,
 )
+from demo.data.synthetic import DOMAINS as REGISTERED
 from secfpp.participant.backbones.offline import (
     TINY_OFFLINE,
     WEIGHTS_DIR,
@@ -73,6 +74,9 @@ from secfpp.participant.backbones.zeroshot import (
     images_to_tensor,
     zeroshot_accuracy,
 )
+
+#: Only the four pretraining domains (the registry also holds the held-out ones).
+DOMAINS = {name: REGISTERED[name] for name in PRETRAINING_DOMAINS}
 
 #: Captions for every digit image, whichever domain.
 DIGIT_TEMPLATES = (

@@ -7,7 +7,8 @@ parts cannot collide with other installed packages (PyPI has a ``crypto``, for o
   distances and aggregation, sealed shares, DP mechanisms and accounting);
 * :mod:`secfpp.coordinator` - the FastAPI coordinator service;
 * :mod:`secfpp.participant` - the participant daemon (torch + open_clip prompt training);
-* :mod:`secfpp.migrations` - the Alembic migrations of the coordinator's database.
+* :mod:`secfpp.migrations` - the Alembic migrations of the coordinator's database;
+* :mod:`secfpp.process` - process helpers every command shares (memory retention, ``--help``).
 
 In a source checkout the four parts stay top-level folders (``crypto/``, ``coordinator/``,
 ``participant/``, ``migrations/``) and ``secfpp/`` holds relative links to them, so the checkout

@@ -11,114 +11,66 @@ so tests never share state.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import httpx
 import pytest
+from hypothesis import settings as hypothesis_settings
 
-PG_HOST = os.environ.get("SECFPP_TEST_PG_HOST", "127.0.0.1")
-PG_PORT = int(os.environ.get("SECFPP_TEST_PG_PORT", "5432"))
-PG_USER = os.environ.get("SECFPP_TEST_PG_USER", "postgres")
+from tests.support.common import FakeClock, in_ci, require_fashion_mnist, skip_or_fail
+from tests.support.databases import PG_HOST, PG_PORT, PostgresDatabases, admin_execute, pg_url
+from tests.support.processes import ServerProcess
 
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
-def pg_url(database: str) -> str:
-    return f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
-
-
-def _admin_execute(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        host=PG_HOST,
-        port=PG_PORT,
-        user=PG_USER,
-        dbname="postgres",
-        autocommit=True,
-        connect_timeout=3,
-    ) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
+    from tests.support.coordinator import FederationHarness
 
 
-class PostgresDatabases:
-    """Creates and drops this session's databases on the test server."""
-
-    def __init__(self) -> None:
-        self.prefix = f"secfpp_test_{secrets.token_hex(4)}"
-        self._count = 0
-        self._created: list[str] = []
-        self._template: str | None = None
-
-    def create(self, *, template: str | None = None) -> str:
-        self._count += 1
-        name = f"{self.prefix}_{self._count}"
-        suffix = f" TEMPLATE {template}" if template else ""
-        _admin_execute(f'CREATE DATABASE "{name}"{suffix}')
-        self._created.append(name)
-        return name
-
-    def drop(self, name: str) -> None:
-        _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if name in self._created:
-            self._created.remove(name)
-
-    def migrated(self) -> str:
-        """A fresh database at the migration head (copied from a migrated template)."""
-        if self._template is None:
-            from secfpp.coordinator.db.engine import make_engine
-            from secfpp.coordinator.db.migrate import upgrade
-
-            template = self.create()
-            engine = make_engine(pg_url(template))
-            upgrade(engine)
-            engine.dispose()
-            self._template = template
-        return self.create(template=self._template)
-
-    def drop_all(self) -> None:
-        for name in list(self._created):
-            self.drop(name)
+# Hypothesis profiles. ``dev`` (the default) is quick: 40 examples a property and no
+# deadline (a loaded 2-core machine makes timings meaningless). ``ci`` (selected by
+# CI=true, or SECFPP_HYPOTHESIS_PROFILE=ci) runs hypothesis' default 100 examples,
+# derandomized (a run is reproducible from its commit) and prints the blob that replays a
+# failure. A test that sets max_examples itself says why (more: cheap and sparse corner
+# cases; fewer: each example is expensive).
+hypothesis_settings.register_profile("dev", max_examples=40, deadline=None)
+hypothesis_settings.register_profile(
+    "ci", max_examples=100, deadline=None, derandomize=True, database=None, print_blob=True
+)
+hypothesis_settings.load_profile(
+    os.environ.get("SECFPP_HYPOTHESIS_PROFILE") or ("ci" if in_ci() else "dev")
+)
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresDatabases]:
     """The PostgreSQL server, or skip (fail under CI=true) when it is not reachable."""
     try:
-        _admin_execute("SELECT 1")
+        admin_execute("SELECT 1")
     except Exception as exc:
-        message = f"PostgreSQL on {PG_HOST}:{PG_PORT} is not reachable: {exc}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"PostgreSQL on {PG_HOST}:{PG_PORT} is not reachable: {exc}")
     databases = PostgresDatabases()
     yield databases
     databases.drop_all()
-
-
-def require_fashion_mnist() -> Path:
-    """Debian's Fashion-MNIST files, or skip (fail under CI=true, naming the install command)."""
-    from demo.data.fashion import FashionMNISTNotInstalledError, fashion_mnist_dir
-
-    try:
-        return fashion_mnist_dir()
-    except FashionMNISTNotInstalledError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
 def fashion_mnist() -> Path:
     """The folder of the Fashion-MNIST package (see :func:`require_fashion_mnist`)."""
     return require_fashion_mnist()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first (in their collected order; the rest keep theirs).
+
+    Longest-first is what balances two xdist workers: the minute-long process tests start
+    while the many short tests are still there to fill the other worker, instead of one
+    of them landing last on one worker while the other idles (``dev.sh`` runs
+    ``--dist loadgroup``, which hands tests out one at a time in this order and keeps an
+    ``xdist_group`` on one worker)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -186,91 +138,44 @@ def pg_db_url(postgres: PostgresDatabases) -> Iterator[str]:
     postgres.drop(name)
 
 
-MakeUrl = Callable[[], str]
-
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class ServerProcess:
-    """``python -m secfpp.coordinator.cli serve`` in a subprocess, killable with SIGKILL."""
-
-    def __init__(
-        self,
-        db_url: str,
-        log: Path,
-        env: dict[str, str] | None = None,
-        *,
-        scheme: str = "http",
-        verify: Any = True,
-    ) -> None:
-        self.port = free_port()
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
-        self.verify = verify
-        self.log = log
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("SECFPP_")},
-            "SECFPP_DATABASE_URL": db_url,
-            "SECFPP_ADMIN_TOKEN": "admin-secret-token",
-            "SECFPP_HOST": "127.0.0.1",
-            "SECFPP_TICK_INTERVAL_S": "0.5",
-            **(env or {}),
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self, *args: str) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "secfpp.coordinator.cli",
-                    "serve",
-                    "--port",
-                    str(self.port),
-                    *args,
-                ],
-                cwd=REPO,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.starts += 1
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log.read_text()[-3000:]}")
-            try:
-                if (
-                    httpx.get(f"{self.url}/readyz", timeout=1, verify=self.verify).status_code
-                    == 200
-                ):
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"server did not become ready: {self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-        assert self.process.returncode == -signal.SIGKILL
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-
-
 @pytest.fixture
 def server_process() -> type[ServerProcess]:
     """The class that runs a real coordinator process (see :class:`ServerProcess`)."""
     return ServerProcess
+
+
+# -- the coordinator app (coordinator, committee and dashboard suites) ------------------------
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A settable clock the app reads on every request and tick."""
+    return FakeClock()
+
+
+@pytest.fixture
+def client_base_url() -> str:
+    """The base URL of :func:`client` (the dashboard suite's is HTTPS: its cookie is Secure)."""
+    return "http://testserver"
+
+
+@pytest.fixture
+def client(db_url: str, clock: FakeClock, client_base_url: str) -> Iterator[TestClient]:
+    """The coordinator app (:func:`tests.support.coordinator.make_settings`) on a fresh
+    database of the parametrized backend, with the fake clock."""
+    from fastapi.testclient import TestClient
+
+    from secfpp.coordinator.app import create_app
+    from tests.support.coordinator import make_settings
+
+    app = create_app(make_settings(db_url), clock=clock)
+    with TestClient(app, base_url=client_base_url) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def harness(client: TestClient) -> FederationHarness:
+    """A federation of N = 8 simulated participants on :func:`client`."""
+    from tests.support.coordinator import FederationHarness
+
+    return FederationHarness(client)

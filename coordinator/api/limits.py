@@ -26,9 +26,9 @@ finishes (:mod:`coordinator.api.body`) and by the models (``allow_inf_nan=False`
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Final
 
-from pydantic import StringConstraints
+from secfpp.wire.types import MAX_PARTICIPANTS, PLAIN_TEXT_PATTERN, Label, PlainText
 
 __all__ = [
     "DAY_S",
@@ -67,8 +67,8 @@ INT32_MAX: Final = 2**31 - 1
 JSON_SAFE_INT_MAX: Final = 2**53 - 1
 """Largest public seed: exactly representable as an IEEE double (RFC 7493)."""
 
-MAX_PARTICIPANTS: Final = 1024
-"""``N``: participants of one federation (LCC evaluation points, envelopes per upload)."""
+# MAX_PARTICIPANTS (``N``: LCC evaluation points, envelopes per upload), PLAIN_TEXT_PATTERN,
+# PlainText and Label are the wire schema's (secfpp.wire.types), imported above.
 
 MAX_CODE_SIZE: Final = MAX_PARTICIPANTS
 """``K`` and ``T`` of an LCC code (``K + T - 1 < N`` is checked by the core)."""
@@ -130,13 +130,3 @@ document the API takes, a share upload of 4,096 envelopes, has about 17 per enve
 PAGE_LIMIT_DEFAULT: Final = 50
 MAX_PAGE_LIMIT: Final = 200
 """Items per page of a list operation."""
-
-PLAIN_TEXT_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]*$"
-"""Text without C0 or C1 control characters (NUL, newline, ESC, DEL, ...)."""
-
-PlainText = Annotated[str, StringConstraints(pattern=PLAIN_TEXT_PATTERN)]
-"""Free text on one line: any Unicode but control characters (length set per field)."""
-
-Label = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PLAIN_TEXT_PATTERN)]
-"""A name shown to people (federation name, display name): 1 to 200 characters of
-:data:`PlainText` (the database column is ``VARCHAR(200)``)."""

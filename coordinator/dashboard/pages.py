@@ -20,7 +20,6 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.api.limits import MAX_PAGE_LIMIT
 from secfpp.coordinator.api.routes.lists import list_federations
-from secfpp.coordinator.api.schemas.federations import FederationStatus
 from secfpp.coordinator.auth.participant_tokens import participants_of
 from secfpp.coordinator.dashboard.charts import Cell
 from secfpp.coordinator.dashboard.timeline import RoundLine, round_line
@@ -32,6 +31,7 @@ from secfpp.coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
 from secfpp.coordinator.rounds.participant_metrics import metric_values
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.dp import LedgerRecord, epsilon_by_participant
+from secfpp.wire.messages import FederationStatus
 
 PER_PARTICIPANT_LINES = 20
 

@@ -25,6 +25,10 @@ Ownership of the data:
   never data, never a prompt.
 * ``beacon_contributions`` participants' committed (and later revealed) contributions
   to a committee round's beacon;
+* ``attestations`` a participant's MAC on the digest of a coded stage's request, one row
+  per ``(round_id, stage, sender, recipient)``: opaque to the coordinator (only the
+  recipient holds the pair key), relayed so that participants agree on the request
+  before anyone answers (crypto.attestation);
 * ``ledger_refusals`` one row per round start the privacy ledger refused (the round was
   never created; the row says which number it would have had and why);
 * ``dashboard_sessions`` the dashboard's login sessions and one-time login links, as
@@ -56,6 +60,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "AdminToken",
+    "Attestation",
     "Base",
     "ClusterPrompt",
     "CodedResult",
@@ -227,6 +232,26 @@ class CodedResult(Base):
     participant: Mapped[int] = mapped_column(Integer)
     payload: Mapped[bytes]
     digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+class Attestation(Base):
+    """Participant ``sender``'s attestation of the request digest it was shown for
+    ``stage`` of a round, addressed to ``recipient`` (crypto.attestation): ``mac`` is
+    HMAC-SHA256 under a key only the two participants derive. The first digest a sender
+    attests per round and stage is kept; another is refused (``conflicting_upload``)."""
+
+    __tablename__ = "attestations"
+    __table_args__ = (
+        Index("ix_attestations_round_id_recipient", "round_id", "stage", "recipient"),
+    )
+
+    round_id: Mapped[str] = mapped_column(ForeignKey("rounds.id"), primary_key=True)
+    stage: Mapped[str] = mapped_column(String(20), primary_key=True)
+    sender: Mapped[int] = mapped_column(Integer, primary_key=True)
+    recipient: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64))
+    mac: Mapped[bytes]
     created_at: Mapped[datetime]
 
 

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from secfpp.wire.backbone import DEFAULT_MODEL, MODEL_NAME_PATTERN, BackboneConfig
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -32,32 +32,6 @@ __all__ = [
 ]
 
 CATALOG = Path(__file__).resolve().parent / "backbones.json"
-MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@/-]*$"
-DEFAULT_MODEL = "tiny-offline"
-"""The backbone of a federation created without ``backbone``: the one the project ships."""
-
-
-class BackboneConfig(BaseModel):
-    """The federation's frozen CLIP: which open_clip model, which weights."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str = Field(
-        default=DEFAULT_MODEL,
-        min_length=1,
-        max_length=100,
-        pattern=MODEL_NAME_PATTERN,
-        description="open_clip model name (architecture), e.g. 'ViT-B-16'; 'tiny-offline' "
-        "is the small CLIP that ships with the participant package.",
-    )
-    weights_sha256: str = Field(
-        min_length=64,
-        max_length=64,
-        pattern=r"^[0-9a-f]{64}$",
-        description="SHA-256 (hex) of the loaded weights: 'secfpp-participant fingerprint "
-        "--model M --pretrained FILE' prints it. Same for every file format of the same "
-        "weights; may be left out for 'tiny-offline' (its shipped weights).",
-    )
 
 
 @functools.cache

@@ -19,7 +19,7 @@ import signal
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from secfpp.crypto.cli_help import DefaultsHelpFormatter
+from secfpp.process.cli_help import DefaultsHelpFormatter
 
 __all__ = ["worker_main"]
 

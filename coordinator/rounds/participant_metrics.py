@@ -20,14 +20,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.schemas.federations import (
-    FederationMetrics,
-    MetricsReceipt,
-    RoundMetrics,
-)
 from secfpp.coordinator.db.models import Participant, ParticipantMetric, Round
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.rounds.service import get_round
+from secfpp.wire.messages import FederationMetrics, MetricsReceipt, RoundMetrics
 
 __all__ = ["federation_metrics", "metric_values", "record_metrics", "round_metrics"]
 

@@ -33,7 +33,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.schemas.federations import UploadReceipt
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, RoundEvent
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.federations.config import FederationConfig
@@ -44,6 +43,7 @@ from secfpp.coordinator.rounds.probes import probe_salt_of
 from secfpp.coordinator.rounds.protocol import close_sharing
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.coordinator.rounds.uploads import _check_member, open_round
+from secfpp.wire.messages import UploadReceipt
 
 __all__ = [
     "accusation_quorum",

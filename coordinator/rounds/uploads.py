@@ -21,7 +21,6 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.schemas.federations import UploadReceipt
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
 from secfpp.coordinator.errors import ProblemError, from_crypto_error
 from secfpp.coordinator.federations.config import FederationConfig
@@ -32,6 +31,7 @@ from secfpp.coordinator.rounds.views import envelope_specs
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.refusal import aggregation_request_digest, distance_request_digest
 from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
+from secfpp.wire.messages import UploadReceipt
 
 __all__ = ["Envelope", "SealedEnvelope", "accept_result", "accept_shares", "open_round"]
 

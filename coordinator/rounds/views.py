@@ -11,26 +11,6 @@ from typing import Any
 from sqlalchemy import Text, cast, select
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.schemas.federations import (
-    AggregationTask,
-    ClusterSet,
-    CommitteeOut,
-    ContributionOut,
-    DistanceTask,
-    EnvelopeSpec,
-    EventOut,
-    FederationStatus,
-    Inbox,
-    InboxEnvelope,
-    NextBeaconOut,
-    Peer,
-    PromptOut,
-    RoundOutcome,
-    RoundStatus,
-    SharingTask,
-    Task,
-    b64,
-)
 from secfpp.coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
@@ -51,6 +31,26 @@ from secfpp.crypto.clustering import Membership
 from secfpp.crypto.rerandomize import output_bound
 from secfpp.crypto.transport import ENVELOPE_OVERHEAD
 from secfpp.crypto.wire import element_width
+from secfpp.wire.messages import (
+    AggregationTask,
+    ClusterSet,
+    CommitteeOut,
+    ContributionOut,
+    DistanceTask,
+    EnvelopeSpec,
+    EventOut,
+    FederationStatus,
+    Inbox,
+    InboxEnvelope,
+    NextBeaconOut,
+    Peer,
+    PromptOut,
+    RoundOutcome,
+    RoundStatus,
+    SharingTask,
+    Task,
+)
+from secfpp.wire.types import b64
 
 __all__ = [
     "CONTEXT_STAGES",
@@ -61,6 +61,7 @@ __all__ = [
     "outcome",
     "round_status",
     "task",
+    "waiting_poll_after",
 ]
 
 CONTEXT_STAGES = {"prompt": "sharing-prompt", "update": "sharing-update", "zero": "sharing-zero"}
@@ -343,6 +344,15 @@ def poll_after(
     """
     if doc.action in _ACT_NOW and not doc.uploaded:
         return 0.0
+    return waiting_poll_after(participants, rate, shortest_deadline_s)
+
+
+def waiting_poll_after(
+    participants: int, rate: float, shortest_deadline_s: float = float("inf")
+) -> float:
+    """:func:`poll_after` for a participant with nothing to upload now (also one waiting
+    for its quorum of attestations): ``participants / rate``, at most 60 s and a tenth of
+    the shortest stage deadline."""
     cap = min(MAX_POLL_AFTER_S, shortest_deadline_s / 10)
     return round(min(cap, max(participants, 1) / rate), 3)
 

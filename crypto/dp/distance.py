@@ -81,13 +81,14 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from secfpp.crypto.codes import _centre_peak, _point_peak
 from secfpp.crypto.dp.accounting import discrete_gaussian_rho
 from secfpp.crypto.dp.discrete import MAX_SIGMA2, discrete_gaussian
 from secfpp.crypto.dp.distributed import NOISE_TAIL
 from secfpp.crypto.dp.ledger import LedgerRecord, ParticipantId
 from secfpp.crypto.dp.mechanisms import MIN_SHARE_SIGMA, clip_l2, lattice_sigma2
 from secfpp.crypto.errors import ParameterError
-from secfpp.crypto.params import CryptoParams, _centre_peak, _point_peak
+from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.refset_rules import effective_minimum
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.secpc import ReferenceSets

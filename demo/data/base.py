@@ -11,10 +11,29 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["IMAGE_SIZE", "DomainData", "DomainSpec", "Split", "check_split", "gray_to_rgb"]
+__all__ = [
+    "HELD_OUT",
+    "IMAGE_SIZE",
+    "ROLES",
+    "TUNING",
+    "USER",
+    "DomainData",
+    "DomainSpec",
+    "Split",
+    "check_split",
+    "gray_to_rgb",
+]
 
 IMAGE_SIZE = 32
 Split = Literal["train", "test"]
+
+#: A built-in domain the split rule's parameters may be chosen on (issue 29).
+TUNING = "tuning"
+#: A built-in domain kept out of every choice of parameters: only evaluated on.
+HELD_OUT = "held-out"
+#: A domain a user registered (a folder, a CSV, their own loader).
+USER = "user"
+ROLES = (TUNING, HELD_OUT, USER)
 
 
 @dataclass(frozen=True)
@@ -22,12 +41,41 @@ class DomainSpec:
     """What a domain is: its classes, the natural zero-shot prompt for them, and its loader.
 
     ``prompt_template`` contains ``{}`` where the class name goes (CoOp's hand-crafted baseline).
+    ``role`` is :data:`TUNING`, :data:`HELD_OUT` or :data:`USER`; ``pretrained`` says whether the
+    shipped ``tiny-offline`` backbone was pretrained on this domain's training split;
+    ``source`` says where the images come from (a folder or CSV path for user domains, so that
+    registering the same path twice is recognised).
     """
 
     name: str
     class_names: tuple[str, ...]
     prompt_template: str
     loader: Callable[..., DomainData]
+    role: str = USER
+    pretrained: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or any(c in self.name for c in "+@=/\\ \t\n"):
+            raise ValueError(
+                f"A domain name must be non-empty without '+', '@', '=', '/', '\\' or spaces, "
+                f"not {self.name!r}"
+            )
+        if len(self.class_names) < 2:
+            raise ValueError(
+                f"Domain {self.name!r} needs at least two classes, not {list(self.class_names)}"
+            )
+        if len(set(self.class_names)) != len(self.class_names):
+            raise ValueError(f"Domain {self.name!r} repeats a class name: {list(self.class_names)}")
+        if "{}" not in self.prompt_template:
+            raise ValueError(
+                f"Domain {self.name!r}: prompt_template must contain '{{}}', "
+                f"not {self.prompt_template!r}"
+            )
+        if self.role not in ROLES:
+            raise ValueError(
+                f"Domain {self.name!r}: role must be one of {ROLES}, not {self.role!r}"
+            )
 
     def load(self, split: Split = "train", *, seed: int = 0) -> DomainData:
         """One split of this domain (each loader's docstring says how splits are drawn)."""

@@ -34,7 +34,9 @@ import numpy as np
 from PIL import Image
 
 from demo.data.base import (
+    HELD_OUT,
     IMAGE_SIZE,
+    TUNING,
     DomainData,
     DomainSpec,
     Split,
@@ -43,12 +45,14 @@ from demo.data.base import (
 )
 from demo.data.fashion import FASHION_NAMES, fashion_mnist
 from demo.data.glyphs import FONT_NAMES, render_glyph
+from demo.data.registry import DOMAINS, load_domain, register_domain
 
 __all__ = [
     "DIGIT_NAMES",
     "DOMAINS",
     "IMAGE_SIZE",
     "LETTER_NAMES",
+    "PRETRAINING_DOMAINS",
     "DomainData",
     "DomainSpec",
     "Split",
@@ -57,6 +61,7 @@ __all__ = [
     "load_domain",
     "printed_digits",
     "printed_letters",
+    "render_domain",
 ]
 
 DIGIT_NAMES: tuple[str, ...] = (
@@ -120,7 +125,7 @@ def handwritten_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
     )
 
 
-def _render_domain(
+def render_domain(
     *,
     domain: str,
     domain_code: int,
@@ -167,7 +172,7 @@ def _render_domain(
 
 def printed_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
     """Digits "0".."9" rendered from 12 DejaVu fonts: 24 (train) or 4 (test) per class and font."""
-    return _render_domain(
+    return render_domain(
         domain="printed_digits",
         domain_code=1,
         class_chars=tuple((d,) for d in string.digits),
@@ -181,7 +186,7 @@ def printed_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
 
 def printed_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
     """Letters, both cases, from 12 DejaVu fonts: 5 (train) or 1 (test) per class, case and font."""
-    return _render_domain(
+    return render_domain(
         domain="printed_letters",
         domain_code=2,
         class_chars=tuple(zip(string.ascii_lowercase, string.ascii_uppercase, strict=True)),
@@ -193,22 +198,36 @@ def printed_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
     )
 
 
-#: Every domain, by name.
-DOMAINS: dict[str, DomainSpec] = {
-    spec.name: spec
+def _register_builtins() -> None:
+    """Register the four domains the shipped ``tiny-offline`` backbone was pretrained on."""
     for spec in (
         DomainSpec(
-            "handwritten_digits", DIGIT_NAMES, "a photo of the digit {}.", handwritten_digits
+            "handwritten_digits", DIGIT_NAMES, "a photo of the digit {}.", handwritten_digits,
+            role=TUNING, pretrained=True, source="built-in",
         ),
-        DomainSpec("printed_digits", DIGIT_NAMES, "a photo of the digit {}.", printed_digits),
-        DomainSpec("printed_letters", LETTER_NAMES, "a photo of the {}.", printed_letters),
-        DomainSpec("fashion", FASHION_NAMES, "a photo of a {}.", fashion_mnist),
-    )
-}
+        DomainSpec(
+            "printed_digits", DIGIT_NAMES, "a photo of the digit {}.", printed_digits,
+            role=HELD_OUT, pretrained=True, source="built-in",
+        ),
+        DomainSpec(
+            "printed_letters", LETTER_NAMES, "a photo of the {}.", printed_letters,
+            role=TUNING, pretrained=True, source="built-in",
+        ),
+        DomainSpec(
+            "fashion", FASHION_NAMES, "a photo of a {}.", fashion_mnist,
+            role=TUNING, pretrained=True, source="built-in",
+        ),
+    ):  # fmt: skip
+        register_domain(spec)
 
 
-def load_domain(name: str, split: Split = "train", *, seed: int = 0) -> DomainData:
-    """Load one split of the domain ``name`` (a key of :data:`DOMAINS`)."""
-    if name not in DOMAINS:
-        raise ValueError(f"Argument 'name' must be one of {sorted(DOMAINS)}, not {name!r}")
-    return DOMAINS[name].load(split, seed=seed)
+_register_builtins()
+
+#: The domains the shipped ``tiny-offline`` backbone was pretrained on (its fingerprint pins
+#: these four; ``scripts/pretrain_tiny_clip.py`` reads this tuple).
+PRETRAINING_DOMAINS: tuple[str, ...] = (
+    "handwritten_digits",
+    "printed_digits",
+    "printed_letters",
+    "fashion",
+)

@@ -100,6 +100,7 @@ def test_render_and_replace_region() -> None:
         replace_region("no markers here", body)
 
 
+@pytest.mark.slow  # a real --quick training run (~30 s)
 def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
     out = tmp_path / "accuracy.json"
     assert main(["--quick", "--settings", "two-domain", "--out", str(out)]) == 0
@@ -141,3 +142,27 @@ def test_quick_run_writes_json_and_renders(tmp_path: Path) -> None:
     args = ["--json", str(out), "--doc", str(readme), "--privacy-json", str(absent)]
     assert render_main(args) == 0
     assert body in readme.read_text()
+
+
+def test_summarize_keeps_every_setting_built_in_ones_first() -> None:
+    """Issue 29: a setting other than the four built-in names was silently dropped."""
+    from bench.accuracy import summarize
+
+    def unit(setting: str, seed: int, mean: float) -> dict[str, Any]:
+        row = {"mean": mean, "p10": mean - 0.1, "seconds_per_round": 1.0}
+        return {
+            "setting": setting,
+            "seed": seed,
+            "description": f"about {setting}",
+            "domains": setting.split("+"),
+            "methods": {"local": {**row, "cpu_seconds_per_round": 1.0}},
+        }
+
+    custom = "greek_letters+math_symbols"
+    units = [unit(custom, 1, 0.6), unit("two-domain", 0, 0.9), unit(custom, 0, 0.4)]
+    out = summarize(units, ["local"])
+    assert list(out) == ["two-domain", custom]
+    assert out[custom]["seeds"] == [0, 1]
+    assert out[custom]["domains"] == ["greek_letters", "math_symbols"]
+    assert out[custom]["methods"]["local"]["mean"] == pytest.approx(0.5)
+    assert out[custom]["methods"]["local"]["std"] == pytest.approx(0.1)

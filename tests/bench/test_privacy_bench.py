@@ -14,7 +14,8 @@ from bench import privacy
 from bench.privacy_report import END, START, render_markdown, write_doc_region
 from bench.privacy_summary import SHARED_SETTINGS, summarize
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module: its tests share the 30 s quick run (quick_report)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("privacy_quick_report")]
 
 
 SETTINGS = ("single", "two-domain")

@@ -5,7 +5,7 @@ contribution, committed in round 1 and revealed in round 2, over HTTPS).
 The coordinator is ``python -m secfpp.coordinator.cli serve`` over HTTPS (a generated CA and
 server certificate) on a fresh PostgreSQL database; each participant is the production
 daemon (``tests/faults/daemon.py``: :func:`participant.daemon.serve` with the stand-in
-trainer :class:`bench.loadsim.FixedTrainer`) in its own process, enrolled over HTTPS
+trainer :class:`tests.support.trainers.FixedTrainer`) in its own process, enrolled over HTTPS
 with the CA bundle. Without PostgreSQL the test is skipped, and fails under ``CI=true``
 (``tests/conftest.py``).
 """
@@ -30,10 +30,10 @@ from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant.client import CoordinatorClient, RetryPolicy
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir
+from tests.support.common import ADMIN
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMON = REPO / "tests" / "faults" / "daemon.py"
-ADMIN = {"Authorization": "Bearer admin-secret-token"}
 N, C, ROUNDS = 8, 5, 3
 BODY: dict[str, Any] = {
     "name": "committee-processes",

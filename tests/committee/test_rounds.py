@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from secfpp.coordinator.db.engine import make_engine
-from secfpp.coordinator.db.models import ShareEnvelope
+from secfpp.coordinator.db.models import Attestation, ShareEnvelope
 from secfpp.crypto.committee import round_committee
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.quantize import lift, quantize
@@ -110,6 +110,19 @@ def check_published_means(
 
 
 # -- the full path -----------------------------------------------------------------------
+def attestation_rows(db_url: str) -> list[tuple[str, int, int]]:
+    """``(stage, sender, recipient)`` of every stored attestation."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(Attestation.stage, Attestation.sender, Attestation.recipient)
+            )
+            return [(str(st), int(s), int(r)) for st, s, r in rows]
+    finally:
+        engine.dispose()
+
+
 def test_committee_rounds_decode_exactly_and_only_members_compute(
     federation: Any, kit: Any, db_url: str
 ) -> None:
@@ -146,6 +159,11 @@ def test_committee_rounds_decode_exactly_and_only_members_compute(
             with pytest.raises(RequestRefusedError) as info:  # and no coded result
                 f.engines[outsiders[0]].client.upload_result(n, "distances", b"x", "0" * 64)
             assert info.value.code == "not_expected"
+            with pytest.raises(RequestRefusedError) as info:  # nor an attestation
+                f.engines[outsiders[0]].client.attest(
+                    n, "distances", "0" * 64, {members[0]: b"m" * 32}
+                )
+            assert info.value.code == "not_expected"
         if stage == "aggregation":
             assert f.task(outsiders[-1])["aggregation"] is None
 
@@ -161,6 +179,11 @@ def test_committee_rounds_decode_exactly_and_only_members_compute(
     assert len(rows) == kit.N * kit.C * 2
     assert {r for _, r, _ in rows} == set(members)
     assert {s for s, _, _ in rows} == set(range(kit.N))
+    # Agreement among members only: each member attested to the c - 1 others, per stage.
+    attested = attestation_rows(db_url)
+    for stage in ("distances", "aggregation"):
+        pairs = {(s, r) for st, s, r in attested if st == stage}
+        assert pairs == {(s, r) for s in members for r in members if s != r}
     point = np.asarray(status["distances"]["point"])
     np.testing.assert_array_equal(
         point, exact_point_distances(kit, params, number, seen["distances"])

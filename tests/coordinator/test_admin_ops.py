@@ -10,9 +10,8 @@ from fastapi.testclient import TestClient
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.dp import epsilon_for
-from tests.coordinator.conftest import federation_request
-
-ADMIN = {"Authorization": "Bearer admin-secret-token"}
+from tests.support.common import ADMIN
+from tests.support.coordinator import federation_request
 
 
 def test_health_ready_and_docs(client: TestClient) -> None:

@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
-from tests.coordinator.conftest import ADMIN, make_settings
+from tests.support.common import ADMIN
+from tests.support.coordinator import make_settings
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from tests.coordinator.conftest import ADMIN, federation_request
 from tests.coordinator.test_body_gate import every_route
+from tests.support.common import ADMIN
+from tests.support.coordinator import federation_request
 
 
 def _schema(client: TestClient) -> dict[str, Any]:
@@ -81,7 +82,8 @@ def test_cursor_forms_are_in_the_schema(client: TestClient, problem: Any) -> Non
     problem(r, 422, "invalid_request")  # schema-invalid now: minLength
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+# fewer examples than the profile: each sends a request per listing path through the app
+@settings(max_examples=15, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_every_cursor_of_the_stated_form_is_accepted(client: TestClient, data: Any) -> None:
     doc = _schema(client)

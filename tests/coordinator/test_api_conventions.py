@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 
 from secfpp.coordinator.api.body import UNAUTHENTICATED_MAX_BODY
 from secfpp.coordinator.app import create_app
-from tests.coordinator.conftest import ADMIN, make_settings
+from tests.support.common import ADMIN
+from tests.support.coordinator import make_settings
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 

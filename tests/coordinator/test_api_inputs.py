@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import exc as sa_exc
 
 from secfpp.coordinator.api import limits
-from tests.coordinator.conftest import ADMIN
+from tests.support.common import ADMIN
 
 HUGE = 99999999999999999999
 DEEP = b"[" * 50_000 + b"]" * 50_000

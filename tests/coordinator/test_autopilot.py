@@ -23,7 +23,8 @@ from secfpp.coordinator.metrics import Metrics
 from secfpp.coordinator.rounds import autopilot
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.crypto.dp import epsilon_for
-from tests.coordinator.conftest import ADMIN, FakeClock, FederationHarness
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness
 
 ENDED = ("published", "failed", "aborted")
 
@@ -233,6 +234,6 @@ def test_two_autopilots_at_once_start_exactly_one_round(db_url: str) -> None:
 
 def _app(db_url: str) -> Any:
     from secfpp.coordinator.app import create_app
-    from tests.coordinator.conftest import make_settings
+    from tests.support.coordinator import make_settings
 
     return create_app(make_settings(db_url, tick_interval_s=3600))

@@ -26,10 +26,8 @@ from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
 from secfpp.coordinator.db.errors import is_database_unavailable
 from secfpp.coordinator.db.migrate import current_revision, head_revision, upgrade
 from secfpp.coordinator.settings import Settings
-from tests.threads import run_in_threads
-
-ADMIN_TOKEN = "admin-secret-token"
-ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+from tests.support.common import ADMIN, ADMIN_TOKEN
+from tests.support.threads import run_in_threads
 
 
 def _settings(db_url: str, **overrides: Any) -> Settings:

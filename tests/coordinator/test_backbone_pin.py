@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from secfpp.coordinator.federations.backbones import default_backbone, known_fingerprint, text_width
-from tests.coordinator.conftest import ADMIN
+from tests.support.common import ADMIN
 
 TINY_SHA = "aee66db94bc496ad0d4496665d9f53d7215607507c63adb4add5914061e1a39f"
 OTHER_SHA = "ab" * 32
@@ -87,7 +87,7 @@ def test_an_unpinned_federation_is_explicit_and_needs_a_dim(client: TestClient) 
 
 
 def test_the_task_shows_the_pin(client: TestClient) -> None:
-    from tests.coordinator.conftest import b64e
+    from tests.support.common import b64e
 
     fid = _create(client).json()["id"]
     token = client.post(

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from secfpp.crypto.wire import pack_field_vector
-
-ADMIN = {"Authorization": "Bearer admin-secret-token"}
+from tests.support.common import ADMIN
 
 
 @pytest.fixture

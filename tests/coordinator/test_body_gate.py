@@ -29,7 +29,8 @@ from secfpp.coordinator.api.body import (
 from secfpp.coordinator.api.limits import MAX_JSON_TOKENS
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.errors import ProblemError
-from tests.coordinator.conftest import ADMIN, FakeClock, make_settings
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import make_settings
 
 CHUNK = 64 * 1024
 EMPTY_ARRAYS = b"[" + b"[]," * (CHUNK // 3 - 1) + b"[]"  # one chunk of the attack's body

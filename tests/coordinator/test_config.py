@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
+from tests.support.common import ADMIN
 
-ADMIN = {"Authorization": "Bearer admin-secret-token"}
 SMALL: dict[str, Any] = {
     "name": "ldp",
     "n_participants": 4,

@@ -23,9 +23,9 @@ from sqlalchemy import select
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.db.models import Round
 from secfpp.coordinator.settings import Settings
+from tests.support.common import ADMIN_TOKEN
 
 LONG = {"sharing_s": 600, "distances_s": 600, "aggregation_s": 600}
-ADMIN_TOKEN = "admin-secret-token"
 
 
 @pytest.fixture

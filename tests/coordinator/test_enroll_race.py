@@ -20,8 +20,8 @@ from secfpp.coordinator.federations.service import (
     issue_enrollment_tokens,
 )
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
-from tests.coordinator.conftest import federation_request
-from tests.threads import run_in_threads
+from tests.support.coordinator import federation_request
+from tests.support.threads import run_in_threads
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 N = 24

@@ -37,8 +37,8 @@ from schemathesis.generation import GenerationMode
 from secfpp.coordinator.app import create_app
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
-from tests.conftest import free_port
-from tests.coordinator.conftest import ADMIN, make_settings
+from tests.support.common import ADMIN, free_port
+from tests.support.coordinator import make_settings
 
 EXAMPLES = int(os.environ.get("SECFPP_FUZZ_EXAMPLES", "25"))
 """Requests per operation and mode (positive, negative)."""
@@ -247,6 +247,7 @@ def _fuzz(live: Live, document: dict[str, Any]) -> tuple[dict[str, str], Counter
     return failures, statuses, operations
 
 
+@pytest.mark.slow  # a real server fuzzed on every operation (~20 s per backend)
 @pytest.mark.timeout(300)
 def test_fuzz_every_operation(live: tuple[Live, dict[str, Any]]) -> None:
     started = time.monotonic()

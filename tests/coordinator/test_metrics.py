@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from secfpp.coordinator.rounds import participant_metrics
-
-ADMIN = {"Authorization": "Bearer admin-secret-token"}
+from tests.support.common import ADMIN
 
 
 @pytest.fixture

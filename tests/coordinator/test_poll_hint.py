@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from secfpp.coordinator.api.schemas.federations import Task
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.rounds.views import MAX_POLL_AFTER_S, poll_after
 from secfpp.participant.engine import MAX_POLL_AFTER_S as DAEMON_CAP
 from secfpp.participant.engine import poll_interval
-from tests.coordinator.conftest import make_settings
+from secfpp.wire.messages import Task
+from tests.support.coordinator import make_settings
 
 
 def _task(sim: Any) -> dict[str, Any]:

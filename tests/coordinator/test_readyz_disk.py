@@ -23,7 +23,8 @@ from fastapi.testclient import TestClient
 from secfpp.coordinator.api.availability import disk_problem
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
-from tests.coordinator.conftest import ADMIN, federation_request
+from tests.support.common import ADMIN
+from tests.support.coordinator import federation_request
 
 ADMIN_TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
 

@@ -19,7 +19,6 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.loadsim import FixedTrainer, group_of
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.coordinator.rounds.refusals import accusation_quorum, convicted_senders
@@ -30,8 +29,10 @@ from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir
+from tests.support.common import ADMIN, ADMIN_TOKEN
+from tests.support.federations import create_federation, federation_body
+from tests.support.trainers import FixedTrainer, group_of
 
-ADMIN = {"Authorization": "Bearer admin-token"}
 N, N_CTX, DIM, R = 8, 4, 8, 16
 BAD = 3
 
@@ -68,27 +69,25 @@ def test_quorum_outnumbers_the_colluders() -> None:
 
 @pytest.fixture
 def http(db_url: str) -> Iterator[TestClient]:
-    settings = Settings(database_url=db_url, admin_token="admin-token", tick_interval_s=60)
+    settings = Settings(database_url=db_url, admin_token=ADMIN_TOKEN, tick_interval_s=60)
     with TestClient(create_app(settings)) as client:
         yield client
 
 
 def _federation(http: TestClient, warmup: int) -> tuple[str, list[str]]:
-    body: dict[str, Any] = {
-        "name": "refusal-test",
-        "strategy": "secfpp",
-        "n_participants": N,
-        "backbone": None,  # unpinned: a stand-in trainer of this width
-        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.0, "init_seed": 1},
-        "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
-        "rounds": {"warmup_rounds": warmup, "lr_global": 1.0},
-    }
-    r = http.post("/v1/federations", json=body, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    fid = r.json()["id"]
-    r = http.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    return fid, r.json()["tokens"]
+    body = federation_body(
+        "refusal-test",
+        n=N,
+        n_ctx=N_CTX,
+        dim=DIM,
+        init_seed=1,
+        init_std=0.0,
+        reduced_dim=R,
+        dropout_fraction=0.375,
+        collusion_fraction=0.125,
+        rounds={"warmup_rounds": warmup, "lr_global": 1.0},
+    )
+    return create_federation(http, body)
 
 
 def _engines(http: TestClient, tmp_path: Path, warmup: int) -> tuple[str, list[Engine]]:

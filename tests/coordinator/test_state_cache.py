@@ -21,7 +21,7 @@ from secfpp.coordinator.db.models import Round
 from secfpp.coordinator.rounds import store, views
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.state import RoundState
-from tests.coordinator.conftest import FederationHarness
+from tests.support.coordinator import FederationHarness
 
 
 @pytest.fixture

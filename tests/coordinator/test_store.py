@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from secfpp.coordinator.db.models import Round, RoundEvent
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.machine import Stage
-from tests.coordinator.conftest import STORE_NOW as NOW
+from tests.support.coordinator import STORE_NOW as NOW
 
 
 class TestRoundStore:

@@ -19,7 +19,7 @@ from secfpp.coordinator.db.models import Round, ShareEnvelope
 from secfpp.coordinator.rounds import store, store_envelopes
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.crypto.rng import SystemRandom
-from tests.coordinator.conftest import STORE_NOW as NOW
+from tests.support.coordinator import STORE_NOW as NOW
 
 
 def _envelopes(sender: int, recipients: int = 5) -> list[store_envelopes.EnvelopeRow]:

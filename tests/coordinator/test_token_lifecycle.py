@@ -11,7 +11,8 @@ import pytest
 from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
-from tests.coordinator.conftest import ADMIN, federation_request
+from tests.support.common import ADMIN
+from tests.support.coordinator import federation_request
 
 # Rounds without a distance stage (every round is a warmup round): these tests are about
 # who takes part, not about clustering.

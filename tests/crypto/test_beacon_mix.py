@@ -7,7 +7,7 @@ import struct
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.beacon_mix import (
@@ -86,7 +86,6 @@ def test_known_answer_layout() -> None:
     )
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     revealed=st.sets(st.integers(0, 30), max_size=8),
     extra=st.integers(0, 30),

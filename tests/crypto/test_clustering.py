@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.clustering import (
@@ -59,7 +59,6 @@ def test_members_keep_their_cluster_and_a_newcomer_joins_where_joining_adds_leas
     assert secpc_step(tie, Membership(refs.clusters, (), 2), CONFIG).assignment[4] == 0
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(min_value=4, max_value=12),
     r=st.integers(min_value=1, max_value=9),
@@ -267,7 +266,6 @@ def test_a_step_makes_at_most_one_split_and_carries_no_probe() -> None:
     assert len(result.membership.clusters) == 3
 
 
-@settings(max_examples=50, deadline=None)
 @given(
     n=st.integers(min_value=2, max_value=40),
     minimum=st.integers(min_value=1, max_value=5),

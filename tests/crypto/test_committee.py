@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -214,7 +214,6 @@ def test_draw_binds_every_input_and_ignores_roster_order() -> None:
     assert all(v != base for v in variants)
 
 
-@settings(max_examples=60, deadline=None)
 @given(
     members=st.sets(st.integers(0, 2**64 - 1), min_size=1, max_size=60),
     data=st.data(),

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -141,7 +141,6 @@ def test_sampler_is_a_function_of_the_injected_source() -> None:
     assert not np.array_equal(first, other)
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     num=st.integers(1, 10**12),
     den=st.integers(1, 10**6),

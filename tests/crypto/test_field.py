@@ -5,7 +5,7 @@ from __future__ import annotations
 import galois
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.errors import ParameterError
@@ -25,7 +25,6 @@ def field_and_arrays(draw: st.DrawFn) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 @given(field_and_arrays())
-@settings(max_examples=60, deadline=None)
 def test_elementwise_matches_galois(case: tuple[int, np.ndarray, np.ndarray]) -> None:
     p, a, b = case
     F, GF = PrimeField(p), galois.GF(p)
@@ -44,7 +43,6 @@ def test_elementwise_matches_galois(case: tuple[int, np.ndarray, np.ndarray]) ->
     st.integers(1, 9),
     st.integers(0, 2**32),
 )
-@settings(max_examples=40, deadline=None)
 def test_matmul_exact(p: int, n: int, k: int, cols: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     a = rng.integers(0, p, (n, k))

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -30,7 +30,6 @@ def codes(draw: st.DrawFn, degree: int = 1) -> tuple[LagrangeCode, int]:
 
 
 @given(codes(), st.integers(1, 40), st.data())
-@settings(max_examples=60, deadline=None)
 def test_share_decode_round_trip(
     case: tuple[LagrangeCode, int], length: int, data: st.DataObject
 ) -> None:
@@ -47,7 +46,6 @@ def test_share_decode_round_trip(
 
 
 @given(codes(degree=2), st.integers(1, 12))
-@settings(max_examples=40, deadline=None)
 def test_degree_two_products_decode(case: tuple[LagrangeCode, int], length: int) -> None:
     code, seed = case
     rng = DeterministicRandom(seed)
@@ -76,7 +74,6 @@ def _corrupt(shares: np.ndarray, rows: list[int], rng: DeterministicRandom, p: i
 
 
 @given(codes(degree=1), st.integers(1, 10), st.data())
-@settings(max_examples=60, deadline=None)
 def test_corrects_up_to_half_the_redundancy(
     case: tuple[LagrangeCode, int], length: int, data: st.DataObject
 ) -> None:
@@ -96,7 +93,6 @@ def test_corrects_up_to_half_the_redundancy(
 
 
 @given(codes(degree=1), st.integers(1, 10), st.data())
-@settings(max_examples=60, deadline=None)
 def test_one_corruption_too_many_is_detected(
     case: tuple[LagrangeCode, int], length: int, data: st.DataObject
 ) -> None:

@@ -39,7 +39,8 @@ def _exact_matmul(a: np.ndarray, b: np.ndarray, p: int) -> list[list[int]]:
 
 # --- element-wise arithmetic ----------------------------------------------------------------
 @given(st.sampled_from(PRIMES), st.data())
-@settings(max_examples=80, deadline=None)
+# more examples than the profile (cheap): the edge values 0, 1, p-2, p-1 must meet every prime
+@settings(max_examples=80)
 def test_mul_matches_python_integers(p: int, data: st.DataObject) -> None:
     values = st.one_of(st.integers(0, p - 1), st.sampled_from([0, 1, 2, p - 2, p - 1]))
     a = data.draw(st.lists(values, min_size=1, max_size=40))
@@ -200,7 +201,6 @@ def test_berlekamp_massey_known_answers() -> None:
 
 
 @given(st.integers(1, 6), st.integers(0, 2**32))
-@settings(max_examples=40, deadline=None)
 def test_berlekamp_massey_matches_galois(order: int, seed: int) -> None:
     # GF(2**61 - 1) is a pure-Python field in galois (no JIT compile), an independent oracle.
     p = MERSENNE_61
@@ -220,7 +220,6 @@ def test_berlekamp_massey_matches_galois(order: int, seed: int) -> None:
 
 
 @given(st.sampled_from([65537, P31]), st.integers(1, 8), st.integers(0, 2**32))
-@settings(max_examples=40, deadline=None)
 def test_berlekamp_massey_finds_the_generating_recurrence(p: int, order: int, seed: int) -> None:
     # 2 * order terms of a sum of `order` geometric sequences determine its recurrence,
     # whose connection polynomial is prod (1 - r_i z).
@@ -284,7 +283,8 @@ def codes(draw: st.DrawFn, primes: list[int]) -> tuple[ReedSolomonCode, Determin
 # test_an_error_hidden_by_the_combination_is_still_refused), so the property tests use
 # p >= 2**31, where that is about 1e-8 per example.
 @given(codes([P31, MERSENNE_61]), st.integers(1, 5), st.data())
-@settings(max_examples=150, deadline=None)
+# more examples than the profile (cheap): error patterns up to the bound are many
+@settings(max_examples=150)
 def test_corrects_every_error_pattern_within_the_bound(
     case: tuple[ReedSolomonCode, DeterministicRandom], cols: int, data: st.DataObject
 ) -> None:
@@ -304,7 +304,8 @@ def test_corrects_every_error_pattern_within_the_bound(
 
 
 @given(codes([P31, MERSENNE_61]), st.integers(1, 4), st.data())
-@settings(max_examples=150, deadline=None)
+# more examples than the profile (cheap): error patterns up to the bound are many
+@settings(max_examples=150)
 def test_beyond_the_bound_raises_never_decodes_silently(
     case: tuple[ReedSolomonCode, DeterministicRandom], cols: int, data: st.DataObject
 ) -> None:

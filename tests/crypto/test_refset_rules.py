@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.clustering import ClusteringConfig, Membership, initial_probe, secpc_step
@@ -189,7 +189,6 @@ def test_the_participant_checks_the_beacon_against_its_commitment() -> None:
     assert load_answered(None) is None
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     sizes=st.lists(st.integers(3, 9), min_size=1, max_size=3),
     gap=st.floats(0.0, 3.0),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.clustering import ClusteringConfig, Membership, StepResult, secpc_step
@@ -89,7 +89,6 @@ def scenarios(draw: st.DrawFn) -> tuple[np.ndarray, ReferenceSets, CryptoParams,
 
 
 @given(scenarios())
-@settings(max_examples=40, deadline=None)
 def test_coded_distances_equal_plaintext(case: tuple) -> None:
     vectors, refs, params, seed = case
     coded, real = coded_round(vectors, refs, params, seed)
@@ -207,7 +206,6 @@ def _defining_result(prime: int, shares: dict[int, np.ndarray], refs: ReferenceS
     st.sampled_from([2**61 - 1, 2**31 - 1, 998_244_353, 65_537, 1_000_003]),
     st.sampled_from(["uniform", "extremes"]),
 )
-@settings(max_examples=60, deadline=None)
 def test_member_result_is_the_defining_sum_for_any_field_elements(
     case: tuple, prime: int, kind: str
 ) -> None:

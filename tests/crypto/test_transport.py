@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.errors import ParameterError, ShareAuthenticationError
@@ -213,7 +213,6 @@ contexts = st.builds(
 )
 
 
-@settings(max_examples=40, deadline=None)
 @given(st.binary(max_size=200), contexts, st.binary(min_size=8, max_size=8))
 def test_round_trip(plaintext: bytes, context: ShareContext, seed: bytes) -> None:
     sender, recipient = KEYS[0], KEYS[1]
@@ -239,7 +238,6 @@ def _parse_associated_data(ad: bytes) -> tuple[str, int, str, int, int]:
     return fed, rnd, stage, sender, recipient
 
 
-@settings(max_examples=60, deadline=None)
 @given(contexts)
 def test_associated_data_is_unambiguous(context: ShareContext) -> None:
     assert _parse_associated_data(context.associated_data()) == dataclasses.astuple(context)
@@ -473,7 +471,6 @@ RING_0 = KeyRing(KEYS[0].private)
 RING_1 = KeyRing(KEYS[1].private)
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=300), contexts, st.binary(min_size=12, max_size=12))
 def test_ring_and_private_key_seal_identical_envelopes(
     plaintext: bytes, context: ShareContext, nonce: bytes

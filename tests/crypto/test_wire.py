@@ -94,7 +94,8 @@ def test_empty_vector_is_header_only() -> None:
 # --- round trips --------------------------------------------------------------------------
 
 
-@settings(max_examples=80, deadline=None)
+# more examples than the profile (cheap): every element width must meet short and long vectors
+@settings(max_examples=80)
 @given(prime_and_values())
 def test_vector_round_trip(case: tuple[int, list[int]]) -> None:
     prime, values = case
@@ -106,7 +107,6 @@ def test_vector_round_trip(case: tuple[int, list[int]]) -> None:
     assert out.tolist() == values
 
 
-@settings(max_examples=40, deadline=None)
 @given(st.sampled_from(PRIMES), st.integers(0, 6), st.integers(0, 6), st.data())
 def test_matrix_round_trip(prime: int, rows: int, cols: int, data: st.DataObject) -> None:
     flat = data.draw(
@@ -273,7 +273,6 @@ def test_fast_path_range_check_at_the_boundary() -> None:
             assert _reason(excinfo) == "value_out_of_range"
 
 
-@settings(max_examples=60, deadline=None)
 @given(prime_and_values())
 def test_fast_and_full_paths_agree(case: tuple[int, list[int]]) -> None:
     prime, values = case
@@ -333,7 +332,6 @@ def test_count_at_the_cap_is_accepted() -> None:
     assert unpack_field_vector(data, prime=P31, max_length=4).tolist() == [0, 1, 2, 3]
 
 
-@settings(max_examples=40, deadline=None)
 @given(prime_and_values(max_size=8), st.data())
 def test_every_truncation_and_extension_is_rejected(
     case: tuple[int, list[int]], data: st.DataObject

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.crypto.errors import ParameterError, WireFormatError
@@ -95,7 +95,6 @@ def _corrupt(row: bytearray, how: int, prime: int, length: int) -> None:
         row[at : at + width] = b"\xff" * width
 
 
-@settings(max_examples=60, deadline=None)
 @given(
     prime=st.sampled_from(PRIMES),
     length=st.integers(1, 17),

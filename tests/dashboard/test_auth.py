@@ -15,8 +15,9 @@ from starlette.routing import Route
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.auth.dashboard_sessions import COOKIE, SESSION_TTL_S
 from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
-from tests.coordinator.conftest import ADMIN, ADMIN_TOKEN, FakeClock, make_settings
-from tests.dashboard.conftest import FORM, csrf_of, login
+from tests.support.common import ADMIN, ADMIN_TOKEN, FakeClock
+from tests.support.coordinator import make_settings
+from tests.support.dashboard import FORM, csrf_of, login
 
 # (method, path template, needs a session)
 PAGES = [
@@ -224,7 +225,7 @@ def test_plain_http_login_only_on_loopback(db_url: str) -> None:
 
 
 def test_missing_browser_skips_or_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.dashboard import conftest
+    from tests.support import dashboard as conftest
 
     monkeypatch.setattr(conftest, "CHROMIUM", "/nonexistent/chromium")
     monkeypatch.setattr(conftest.shutil, "which", lambda name: None)

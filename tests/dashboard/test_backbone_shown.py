@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.coordinator.conftest import ADMIN
-from tests.dashboard.conftest import login
+from tests.support.common import ADMIN
+from tests.support.dashboard import login
 
 SHA = "cd" * 32
 

@@ -13,10 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.coordinator.conftest import ADMIN, ADMIN_TOKEN, FederationHarness
-from tests.dashboard.conftest import SCREENSHOTS, LiveServer, report_accuracy
+from tests.support.common import ADMIN, ADMIN_TOKEN
+from tests.support.coordinator import FederationHarness
+from tests.support.dashboard import SCREENSHOTS, LiveServer, report_accuracy
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module: its tests share one Chromium (the chromium fixture)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 
 def test_live_round_heatmap_and_revoke_in_chromium(chromium: Any, live_server: LiveServer) -> None:

@@ -11,10 +11,12 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.coordinator.conftest import ADMIN_TOKEN, FederationHarness
-from tests.dashboard.conftest import LiveServer, report_accuracy
+from tests.support.common import ADMIN_TOKEN
+from tests.support.coordinator import FederationHarness
+from tests.support.dashboard import LiveServer, report_accuracy
 
-pytestmark = pytest.mark.slow
+# one worker runs the whole module: its tests share one Chromium (the chromium fixture)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser_live")]
 
 WAIT_MS = 20_000  # sections poll every 5 s
 

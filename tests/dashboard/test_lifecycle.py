@@ -9,8 +9,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.coordinator.conftest import ADMIN, FederationHarness
-from tests.dashboard.conftest import FORM, csrf_of, login
+from tests.support.common import ADMIN
+from tests.support.coordinator import FederationHarness
+from tests.support.dashboard import FORM, csrf_of, login
 
 
 def _status(client: TestClient, fid: str) -> dict[str, Any]:

@@ -14,8 +14,9 @@ from secfpp.coordinator.dashboard.charts import Cell, heatmap
 from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 from secfpp.coordinator.rounds import store
 from secfpp.crypto.dp import epsilon_for, epsilon_spent
-from tests.coordinator.conftest import ADMIN, FakeClock, FederationHarness
-from tests.dashboard.conftest import login, report_accuracy
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness
+from tests.support.dashboard import login, report_accuracy
 
 
 def _flat(page: str) -> str:

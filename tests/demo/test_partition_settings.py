@@ -51,7 +51,8 @@ def test_group_sizes_known_answers(n: int, shares: tuple[int, ...], sizes: tuple
 
 
 @given(n=st.integers(3, 60), shares=st.lists(st.integers(1, 9), min_size=1, max_size=3))
-@settings(max_examples=200, deadline=None)
+# more examples than the profile (cheap): quotas near the refusal edge are rare draws
+@settings(max_examples=200)
 def test_group_sizes_sum_to_n_and_stay_within_one_of_the_quota(n: int, shares: list[int]) -> None:
     assume(all(n * s >= sum(shares) for s in shares))  # every quota >= 1: never refused
     sizes = group_sizes(n, shares)

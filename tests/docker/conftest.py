@@ -9,34 +9,12 @@ missing tool skips its tests, except under ``CI=true`` where they fail.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DOCKER = REPO / "docker"
-
-INSTALL_HINT = "install the dev extras: .venv/bin/pip install -e '.[dev]' (pyproject.toml pins it)"
-
-
-def missing(message: str) -> None:
-    """Skip, or fail under ``CI=true`` (tests/conftest.py's convention)."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def find_tool(name: str) -> Path | None:
-    """``name`` beside the running interpreter (the venv's bin/), else on PATH."""
-    local = Path(sys.executable).parent / name
-    if local.is_file() and os.access(local, os.X_OK):
-        return local
-    found = shutil.which(name)
-    return Path(found) if found else None
+from tests.support.docker import INSTALL_HINT, find_tool, missing
 
 
 @pytest.fixture(scope="session")

@@ -28,13 +28,13 @@ import pytest
 import yaml
 
 from secfpp.coordinator.settings import Settings
-from tests.docker.conftest import DOCKER, missing
+from tests.support.docker import DOCKER, missing
 
 COMPOSE = DOCKER / "compose.yaml"
 NGINX = DOCKER / "nginx" / "secfpp.conf"
 REQUIRED_VARIABLES = {"SECFPP_ADMIN_TOKEN"}
 GENERATED_MOUNTS = {"./certs", "./certs/ca.pem"}  # made by docker/make-certs.sh
-OPERATOR_MOUNTS = {"./data"}  # the participant's images (SECFPP_PARTICIPANT_DATA)
+OPERATOR_MOUNTS = {"./data", "./weights"}  # the participant's images and CLIP weights
 REPLICAS = ("coordinator-1", "coordinator-2")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 

@@ -2,12 +2,13 @@
 
 Every file a Dockerfile copies exists, every entrypoint is a console script of the
 project, the torch pin matches dev.sh, every SECFPP_* variable the compose file sets
-is a coordinator setting, and the participant image is the CUDA one.
+is a coordinator setting, the participant image is CPU by default and CUDA by build argument.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -37,9 +38,11 @@ def test_dockerfiles_copy_existing_paths_and_run_console_scripts() -> None:
     assert [p.name for p in dockerfiles] == ["coordinator.Dockerfile", "participant.Dockerfile"]
     for path in dockerfiles:
         instructions = _instructions(path)
-        assert instructions[0][0] == "FROM"
+        # ARG BASE (docker/build.sh passes its debootstrap base) defaults to the official image
+        assert instructions[0] == ("ARG", "BASE=python:3.11-slim-bookworm")
+        assert all(r.split()[0] == "${BASE}" for k, r in instructions if k == "FROM")
         for keyword, rest in instructions:
-            if keyword == "COPY":
+            if keyword == "COPY" and not rest.startswith("--from="):  # from an earlier stage
                 *sources, _ = rest.split()
                 for source in sources:
                     assert (ROOT / source).exists(), f"{path.name}: COPY {source} does not exist"
@@ -91,17 +94,25 @@ def test_compose_services_and_settings() -> None:
     assert (DOCKER / "make-certs.sh").stat().st_mode & 0o111
 
 
-def test_participant_image_is_the_cuda_one() -> None:
-    """The pinned torch wheel is PyPI's CUDA build, the image asks for the GPU driver, the
-    build refuses a CPU-only wheel, and the compose profile reserves the GPUs."""
+def test_participant_image_is_cpu_by_default_and_cuda_by_build_arg() -> None:
+    """TORCH=cpu (default) takes the pinned pair from PyTorch's CPU wheel index, TORCH=cuda
+    PyPI's CUDA wheel; the build checks the wheel it got is that variant; the compose profile
+    builds the CUDA one and reserves the GPUs."""
     text = (DOCKER / "participant.Dockerfile").read_text()
-    assert "index-url" not in text  # PyPI's default wheel, not a CPU-only index
+    instructions = _instructions(DOCKER / "participant.Dockerfile")
+    assert ("ARG", "TORCH=cpu") in instructions
+    run = next(r for k, r in instructions if k == "RUN" and "torch torchvision" in r)
+    cpu = 'cpu) pip install -c constraints.txt --index-url "$TORCH_CPU_INDEX" torch torchvision'
+    assert cpu in run
+    assert "cuda) pip install -c constraints.txt torch torchvision ;;" in run
+    assert "exit 1" in run  # any other TORCH value
+    assert "cuda == (sys.argv[1] == 'cuda')" in run
+    assert run.rstrip().endswith('"$TORCH"')
     assert "NVIDIA_VISIBLE_DEVICES=all" in text
     assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text
-    assert "sys.exit(0 if torch.version.cuda else" in text
     assert text.count("FROM ") == 1
-    assert "FROM python:3.11-" in text  # the project's Python (requires-python >= 3.11)
     service = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["participant"]
+    assert service["build"]["args"] == {"TORCH": "cuda"}
     devices = service["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
     assert service["command"][-2:] == ["--device", "cuda"]  # no silent fallback to the CPU
@@ -130,6 +141,22 @@ def _requirement_name(spec: str) -> str:
     return name.lower().replace("_", "-")
 
 
+_REQUIREMENT = re.compile(r"^[A-Za-z][\w.-]*(\[[\w,]+\])?\s*(==|>=|<=|~=|!=|<|>)")
+
+
+def _pip_install_arguments(run: str) -> list[str]:
+    """The words after each ``pip install`` of a shell command, up to its end (``&&``, ``;``)."""
+    words = shlex.split(run.replace(";;", " ; "), posix=True)
+    out: list[str] = []
+    for i in range(len(words) - 1):
+        if words[i : i + 2] == ["pip", "install"]:
+            for word in words[i + 2 :]:
+                if word in ("&&", ";", "||", "|") or word.endswith(";"):
+                    break
+                out.append(word)
+    return out
+
+
 @pytest.mark.parametrize("role", ["coordinator", "participant"])
 def test_each_image_installs_its_extra(role: str) -> None:
     """Each image installs the project's extra of its role (no hand-copied dependency list:
@@ -138,7 +165,41 @@ def test_each_image_installs_its_extra(role: str) -> None:
         rest for keyword, rest in _instructions(DOCKER / f"{role}.Dockerfile") if keyword == "RUN"
     )
     assert f'".[{role}]"' in run, f"{role}.Dockerfile does not install .[{role}]"
-    listed = {_requirement_name(s) for s in re.findall(r'"([^".][^"]*[<>=][^"]*)"', run)}
+    listed = {_requirement_name(s) for s in _pip_install_arguments(run) if _REQUIREMENT.match(s)}
     assert not listed, f"{role}.Dockerfile lists dependencies by hand: {sorted(listed)}"
     assert _requirement_name("uvicorn[standard]>=0.29") == "uvicorn"
+    assert _pip_install_arguments('pip install -c c.txt "numpy>=2" x && rm -rf y') == [
+        "-c", "c.txt", "numpy>=2", "x",
+    ]  # fmt: skip
     assert _requirement_name("open_clip_torch>=2.24") == "open-clip-torch"
+
+
+def test_every_data_file_of_the_installed_packages_is_package_data() -> None:
+    """The images install the project non-editable: a file the code reads at run time (e.g.
+    coordinator/federations/backbones.json) lands in site-packages only when package-data
+    names it."""
+    import fnmatch
+    import subprocess
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["packages"]["find"]["include"] == ["secfpp*"]
+    # secfpp/<part> links to the top-level folder <part>: package secfpp.a.b is folder a/b
+    parts = sorted(p.name for p in (ROOT / "secfpp").iterdir() if p.is_symlink())
+    assert parts == ["coordinator", "crypto", "migrations", "participant"]
+    data = setuptools["package-data"]
+    tracked = subprocess.run(
+        ["git", "ls-files", *parts], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    missing = []
+    for name in tracked:
+        if name.endswith(".py") or "/tests/" in name:
+            continue
+        covered = False
+        for package, patterns in data.items():
+            prefix = package.removeprefix("secfpp.").replace(".", "/") + "/"
+            if name.startswith(prefix):
+                covered |= any(fnmatch.fnmatch(name[len(prefix) :], p) for p in patterns)
+        if not covered:
+            missing.append(name)
+    assert not missing, f"not in [tool.setuptools.package-data]: {missing}"
+    assert "coordinator/federations/backbones.json" in tracked

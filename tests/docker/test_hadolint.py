@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker.conftest import DOCKER, REPO
+from tests.support.common import REPO
+from tests.support.docker import DOCKER
 
 SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__"}
 CONFIG_NAMES = (".hadolint.yaml", ".hadolint.yml", "hadolint.yaml", "hadolint.yml")

@@ -2,7 +2,7 @@
 
 The production start-up checks, engine and exit statuses (:func:`participant.daemon.serve`
 under :func:`participant.daemon.guarded`, as ``secfpp-participant run`` uses them) with
-the stand-in trainer :class:`bench.loadsim.FixedTrainer` instead of CLIP prompt learning,
+the stand-in trainer :class:`tests.support.trainers.FixedTrainer` instead of CLIP prompt learning,
 and a fast retry policy. ``--train-delay`` keeps the first training busy, so a test can
 kill the process in the middle of it.
 """
@@ -16,16 +16,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Run as a script from any directory: the checkout's bench/ (a source-only folder, never
+# Run as a script from any directory: the checkout's tests/support (a source-only folder, never
 # installed) must be importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from numpy.typing import NDArray
 
-from bench.loadsim import FixedTrainer
 from secfpp.participant.client import RetryPolicy
 from secfpp.participant.daemon import guarded, serve
 from secfpp.participant.engine import TrainOutput
+from tests.support.trainers import FixedTrainer
 
 
 class SlowTrainer(FixedTrainer):

@@ -17,7 +17,7 @@ from typing import Any
 
 from secfpp.crypto.dp import epsilon_for
 from tests.faults.test_participant_kill import _kill, _start
-from tests.threads import run_in_threads
+from tests.support.threads import run_in_threads
 
 
 def _run(

@@ -38,6 +38,7 @@ def _database_args(backend: str, request: pytest.FixtureRequest) -> list[str]:
     return ["--postgres", f"postgresql+psycopg://{user}@{host}"]
 
 
+@pytest.mark.slow  # coordinator and worker processes under load (~25 s)
 def test_two_worker_processes_publish_every_round_once(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -12,9 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.threads import run_in_threads
-
-ADMIN = {"Authorization": "Bearer admin-secret-token"}
+from tests.support.threads import run_in_threads
 
 
 def test_two_coordinators_migrate_start_and_drive_one_round(

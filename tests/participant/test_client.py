@@ -14,6 +14,7 @@ from secfpp.participant.client import (
     AccessRevokedError,
     CoordinatorClient,
     CoordinatorUnavailableError,
+    InvalidAnswerError,
     RequestRefusedError,
     RetryPolicy,
     retry_after_seconds,
@@ -54,14 +55,27 @@ def client_for(
     return client, clock, remaining
 
 
-OK = httpx.Response(200, json={"action": "wait"})
+WAIT = {
+    "federation_id": "f",
+    "participant_index": 0,
+    "round": None,
+    "stage": None,
+    "action": "wait",
+    "deadline": None,
+    "uploaded": False,
+    "cluster": None,
+    "global_prompt": None,
+    "senders": None,
+    "peers": [],
+}
+OK = httpx.Response(200, json=WAIT)
 DOWN = httpx.ConnectError("connection refused")
 
 
 def test_an_outage_of_any_length_is_waited_out_with_capped_backoff() -> None:
     answers: list[httpx.Response | Exception] = [DOWN] * 200 + [OK]
     client, clock, remaining = client_for(answers)
-    assert client.task() == {"action": "wait"}
+    assert client.task() == WAIT
     assert remaining == []
     assert len(clock.waits) == 200
     policy = client.retry
@@ -164,3 +178,22 @@ def test_policy_arguments_are_checked() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ValueError, match=r"base_s must be in \(0, cap_s=1.0\]"):
         RetryPolicy(base_s=2.0, cap_s=1.0)
+
+
+def test_an_answer_that_is_not_the_wire_message_is_a_clear_final_error() -> None:
+    """A 200 whose body is not a Task (another schema version, a proxy's page) raises
+    InvalidAnswerError naming the request and each failing field; nothing is retried."""
+    wrong = dict(WAIT, action="dance")
+    del wrong["peers"]
+    client, clock, remaining = client_for([httpx.Response(200, json=wrong), OK])
+    with pytest.raises(InvalidAnswerError) as caught:
+        client.task()
+    error = caught.value
+    assert isinstance(error, RequestRefusedError)  # final: the daemon exits, as on a refusal
+    assert error.code == "invalid_answer"
+    assert "GET /v1/participants/me/task" in str(error)
+    assert "not a valid Task (2 error(s)" in error.detail
+    assert "action: Input should be 'wait'" in error.detail
+    assert "peers: Field required" in error.detail
+    assert clock.waits == []
+    assert len(remaining) == 1

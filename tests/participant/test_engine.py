@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ from secfpp.participant.engine import Engine, TrainOutput
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir, StateError
 from tests.crypto.counting_key import CountingKey
+from tests.support.common import ADMIN, ADMIN_TOKEN
+from tests.support.federations import create_federation, federation_body
 
-ADMIN = {"Authorization": "Bearer admin-token"}
 N = 8
 N_CTX, DIM, R = 4, 8, 16
 
@@ -56,39 +57,46 @@ class GroupTrainer:
 def http(sqlite_template: Path, tmp_path: Path) -> Iterator[TestClient]:
     db = tmp_path / "coordinator.db"
     shutil.copy(sqlite_template, db)
-    settings = Settings(database_url=f"sqlite:///{db}", admin_token="admin-token")
+    settings = Settings(database_url=f"sqlite:///{db}", admin_token=ADMIN_TOKEN)
     with TestClient(create_app(settings)) as client:
         yield client
 
 
-def federation(http: TestClient, **tolerance: Any) -> tuple[str, list[str]]:
-    body: dict[str, Any] = {
-        "name": "engine-test",
-        "strategy": "secfpp",
-        "n_participants": N,
-        "backbone": None,  # unpinned: a stand-in trainer of this width
-        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
-        "tolerance": {
-            "reduced_dim": R,
-            "dropout_fraction": 0.375,
-            "collusion_fraction": 0.125,
-            **tolerance,
-        },
-        "rounds": {"warmup_rounds": 0, "lr_global": 1.0},
-    }
-    r = http.post("/v1/federations", json=body, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    fid = r.json()["id"]
-    r = http.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN)
-    return fid, r.json()["tokens"]
+def federation(
+    http: TestClient,
+    name: str = "engine-test",
+    *,
+    rounds: dict[str, Any] | None = None,
+    **tolerance: Any,
+) -> tuple[str, list[str]]:
+    body = federation_body(
+        name,
+        n=N,
+        n_ctx=N_CTX,
+        dim=DIM,
+        init_seed=1,
+        reduced_dim=R,
+        dropout_fraction=0.375,
+        collusion_fraction=0.125,
+        tolerance=tolerance,
+        rounds=rounds,
+    )
+    return create_federation(http, body)
 
 
-def make_engines(http: TestClient, tmp_path: Path, **tolerance: Any) -> tuple[str, list[Engine]]:
+def make_engines(
+    http: TestClient,
+    tmp_path: Path,
+    *,
+    client_of: Callable[[TestClient], CoordinatorClient] = CoordinatorClient,
+    **tolerance: Any,
+) -> tuple[str, list[Engine]]:
+    """A federation of N and one engine per participant, each on ``client_of(http)``."""
     fid, tokens = federation(http, **tolerance)
     engines = []
     for n, token in enumerate(tokens):
         state = StateDir(tmp_path / f"p{n}")
-        client = CoordinatorClient(http)
+        client = client_of(http)
         ident = enroll(
             client,
             state,
@@ -209,20 +217,9 @@ def test_enroll_refuses_to_overwrite(http: TestClient, tmp_path: Path) -> None:
 def test_daemons_stop_when_the_final_round_ends_even_if_it_failed(
     http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    body: dict[str, Any] = {
-        "name": "last-round",
-        "strategy": "secfpp",
-        "n_participants": N,
-        "backbone": None,  # unpinned: a stand-in trainer of this width
-        "prompt": {"n_ctx": N_CTX, "dim": DIM, "init_std": 0.02, "init_seed": 1},
-        "tolerance": {"reduced_dim": R, "dropout_fraction": 0.375, "collusion_fraction": 0.125},
-        "rounds": {"total": 1, "warmup_rounds": 0},
-    }
-    r = http.post("/v1/federations", json=body, headers=ADMIN)
-    fid = r.json()["id"]
-    r = http.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN)
+    fid, tokens = federation(http, "last-round", rounds={"total": 1, "warmup_rounds": 0})
     engines = []
-    for n, token in enumerate(r.json()["tokens"]):
+    for n, token in enumerate(tokens):
         state = StateDir(tmp_path / f"p{n}")
         client = CoordinatorClient(http)
         ident = enroll(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from secfpp.participant.client import CoordinatorClient, RetryPolicy
 
@@ -33,6 +34,7 @@ def _federation(kit: Any, admin: Any, url: str, root: Path) -> Any:
     return fid, admin.start_round(fid), states, kit.Daemons(engines)
 
 
+@pytest.mark.slow  # coordinator processes and daemons (~17 s)
 def test_a_slow_in_process_decode_leaves_the_api_responsive(
     db_url: str, tmp_path: Path, kit: Any, rh: Any, procs: list[Any]
 ) -> None:

@@ -1,5 +1,5 @@
-"""Participant routes: enroll, task, shares, inbox, coded results, refusals, outcome,
-metrics.
+"""Participant routes: enroll, task, shares, inbox, attestations, coded results,
+refusals, outcome, metrics.
 
 Every route but ``/v1/enroll`` needs the participant's bearer token. Each first lets
 the driver make any transition that is due (so deadlines are enforced even when the
@@ -42,6 +42,9 @@ from secfpp.coordinator.api.deps import (
 from secfpp.coordinator.api.openapi import problems
 from secfpp.coordinator.api.params import ParticipantRef, RoundNumber
 from secfpp.coordinator.api.schemas.federations import (
+    AttestationIn,
+    AttestationReceipt,
+    Attestations,
     BeaconContributionIn,
     BeaconContributionReceipt,
     EnrollRequest,
@@ -61,7 +64,7 @@ from secfpp.coordinator.db.models import Participant, Round
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.federations.service import enroll as enroll_participant
-from secfpp.coordinator.rounds import contributions, refusals, uploads, views
+from secfpp.coordinator.rounds import attestations, contributions, refusals, uploads, views
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage
 from secfpp.coordinator.rounds.participant_metrics import record_metrics
@@ -422,6 +425,69 @@ def refuse(
     _drive(session, driver, settings, participant)
     session.rollback()  # release the connection in this thread (deps.get_session)
     return receipt
+
+
+CodedStage = Literal["distances", "aggregation"]
+
+
+@router.post(
+    "/me/rounds/{number}/attestations",
+    summary="Attest the request digest of a coded stage to the other stage participants",
+    responses={
+        409: {
+            "description": "`wrong_round`, `wrong_stage`, `participant_dropped`, "
+            "`not_expected` (not a computer of the stage: committee members only) or "
+            "`conflicting_upload` (another digest or other MACs for this round and stage)",
+            **PROBLEM,
+        },
+        422: {
+            "description": "`invalid_request` (a malformed digest or MAC, a recipient twice), "
+            "`malformed_base64`, `unknown_recipient` (not another participant of the stage)",
+            **PROBLEM,
+        },
+    },
+)
+def attest(
+    session: SessionDep,
+    now: Now,
+    participant: Synced,
+    number: RoundNumber,
+    body: AttestationIn,
+) -> AttestationReceipt:
+    """Before answering a coded stage's request, a participant attests its digest once per
+    round and stage, with one MAC per other stage participant under their pair key
+    (crypto.attestation); each answers only when it holds a quorum of valid attestations
+    of its own digest (docs/protocol.md section 7, "Equivocation"). The same attestation
+    again is ``replayed``."""
+    return attestations.accept(
+        session, participant, number, Stage(body.stage), body.digest, body.macs, now
+    )
+
+
+@router.get(
+    "/me/rounds/{number}/attestations/{stage}",
+    summary="Read the attestations of a coded stage's request addressed to the caller",
+)
+def read_attestations(
+    session: SessionDep,
+    driver: DriverDep,
+    settings: SettingsDep,
+    now: Now,
+    participant: Synced,
+    number: RoundNumber,
+    stage: CodedStage,
+) -> Attestations:
+    """Every attestation addressed to the caller for the round's current coded stage (its
+    MACs, by sender), how long to wait before asking again, and how long the stage has
+    left."""
+    config = _config(session, driver, participant)
+    d = config.deadlines
+    wait = views.waiting_poll_after(  # only the stage's P participants poll this
+        config.crypto.committee_size or config.n_participants,
+        settings.task_poll_rate,
+        min(d.sharing_s, d.distances_s, d.aggregation_s),
+    )
+    return attestations.addressed_to(session, participant, number, Stage(stage), wait, now)
 
 
 @router.get(

@@ -1,41 +1,78 @@
 """Request and response bodies of the API (pydantic), with OpenAPI examples.
 
-Binary values (public keys, sealed share envelopes, packed field vectors and prompts)
-travel as standard base64 strings; a string that is not valid base64 is answered with
-the problem code ``malformed_base64``. Field vectors inside are the core's packed wire
-format (:mod:`crypto.wire`), never JSON number lists.
+The messages participants exchange with the coordinator are the wire schema's
+(:mod:`secfpp.wire.messages`, shared with the participant daemon) and are re-exported here;
+this module adds what only the HTTP layer and its admins see: federations, enrollment-token
+batches, lifecycle bodies, participant records and the list pages.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import datetime
-from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    RootModel,
-    StringConstraints,
-    WithJsonSchema,
-    model_validator,
-)
-from pydantic_core import PydanticCustomError
+from pydantic import ConfigDict, Field
 
 from secfpp.coordinator.api import limits
-from secfpp.coordinator.federations.backbones import BackboneConfig
 from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.wire.messages import (
+    Action,
+    AggregationTask,
+    AttestationIn,
+    AttestationMac,
+    AttestationOut,
+    AttestationReceipt,
+    Attestations,
+    BeaconContributionIn,
+    BeaconContributionReceipt,
+    ClusterSet,
+    CommitteeOut,
+    ContributionOut,
+    DistanceTask,
+    EnrollRequest,
+    EnrollResponse,
+    EnvelopeIn,
+    EnvelopeSpec,
+    EventOut,
+    FederationMetrics,
+    FederationStatus,
+    Inbox,
+    InboxEnvelope,
+    MetricsReceipt,
+    MetricsUpload,
+    NextBeaconOut,
+    Peer,
+    Problem,
+    PromptOut,
+    RefusalIn,
+    ResultUpload,
+    RoundMetrics,
+    RoundOutcome,
+    RoundStatus,
+    ShareUpload,
+    SharingTask,
+    Task,
+    UploadReceipt,
+    ValidationIssue,
+)
+from secfpp.wire.types import B64, B64Bytes, B64Key, WireModel, b64
 
 __all__ = [
+    "B64",
     "AbortRequest",
+    "Action",
     "AggregationTask",
+    "AttestationIn",
+    "AttestationMac",
+    "AttestationOut",
+    "AttestationReceipt",
+    "Attestations",
     "B64Bytes",
+    "B64Key",
+    "BeaconContributionIn",
+    "BeaconContributionReceipt",
     "ClusterSet",
     "CommitteeOut",
+    "ContributionOut",
     "DistanceTask",
     "EnrollRequest",
     "EnrollResponse",
@@ -53,6 +90,7 @@ __all__ = [
     "LifecycleRequest",
     "MetricsReceipt",
     "MetricsUpload",
+    "NextBeaconOut",
     "ParticipantOut",
     "ParticipantPage",
     "ParticipantSummary",
@@ -71,91 +109,13 @@ __all__ = [
     "Task",
     "UploadReceipt",
     "ValidationIssue",
+    "b64",
 ]
 
-
-def _decode_b64(value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise PydanticCustomError("malformed_base64", "must be a base64 string")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise PydanticCustomError("malformed_base64", "is not valid base64") from None
-
-
-BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-"""Standard base64 with its padding (RFC 4648 section 4), as ``b64decode(validate=True)``
-reads it."""
-
-KEY_PATTERN = r"^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
-"""The canonical base64 of exactly 32 bytes (43 characters, the last carrying 2 bits,
-then one ``=``)."""
-
-B64Bytes = Annotated[
-    bytes,
-    BeforeValidator(_decode_b64),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "format": "byte",
-            "contentEncoding": "base64",
-            "pattern": BASE64_PATTERN,
-        }
-    ),
-]
-"""Request field: base64 text decoded to bytes (problem ``malformed_base64`` if invalid)."""
-
-
-def _exactly_32(value: bytes) -> bytes:
-    if len(value) != 32:
-        raise ValueError(f"must be 32 bytes, not {len(value)}")
-    return value
-
-
-B64Key = Annotated[
-    bytes,
-    BeforeValidator(_decode_b64),
-    AfterValidator(_exactly_32),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "format": "byte",
-            "contentEncoding": "base64",
-            "pattern": KEY_PATTERN,
-            "minLength": 44,
-            "maxLength": 44,
-        }
-    ),
-]
-"""Request field: a 32-byte key in base64 (any other length is ``invalid_request``)."""
-
-B64 = Annotated[str, Field(json_schema_extra={"format": "byte", "contentEncoding": "base64"})]
-"""Response field: base64 text."""
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Model = WireModel
 
 
 # -- admin ------------------------------------------------------------------------------
-class FederationStatus(_Model):
-    """Where the federation stands in its lifecycle (docs/running-a-federation.md)."""
-
-    state: Literal["active", "paused", "finished", "aborted"] = Field(
-        description="active: rounds run; paused: no new round starts; finished, aborted: "
-        "ended for good (daemons exit)."
-    )
-    reason: str | None = Field(
-        description="Why it paused or ended: 'finished: rounds done', 'finished: privacy "
-        "budget spent', 'aborted by admin' (with the admin's reason), or the pause reason."
-    )
-    ended_at: datetime | None = None
-
-
 class FederationOut(_Model):
     id: str
     name: str
@@ -201,99 +161,7 @@ class AbortRequest(_Model):
     model_config = ConfigDict(json_schema_extra={"examples": [{"reason": "wrong data split"}]})
 
 
-class EventOut(_Model):
-    version: int
-    kind: str
-    from_stage: str | None
-    to_stage: str | None
-    detail: dict[str, Any]
-    created_at: datetime
-
-
-class RoundStatus(_Model):
-    federation_id: str
-    number: int
-    stage: str
-    version: int
-    deadline: datetime | None
-    started_at: datetime
-    finished_at: datetime | None
-    failure_reason: str | None
-    clustering: bool = Field(description="The round has a distance stage.")
-    generation: int = Field(description="Generation of the global prompts it trains from.")
-    clusters: list[ClusterSet] = Field(description="Membership trained under this round.")
-    participants: list[int] = Field(
-        description="LCC indices expected to take part: enrolled and not revoked when the "
-        "round started."
-    )
-    present: list[int] | None = Field(description="Participants whose shares were delivered.")
-    dropped: dict[str, str] = Field(description="Participant index -> stage it dropped in.")
-    uploads: dict[str, list[int]] = Field(description="Stage -> participants who uploaded.")
-    rejected: dict[str, list[int]] = Field(
-        description="Stage -> participants whose coded results error correction discarded "
-        "(the decoded values are right without them). What it proves: the named "
-        "participant's result is off the codeword the others agree on. What it does not "
-        "prove: that the named participant misbehaved. Sharing is not verifiable, so a "
-        "sender that sealed it a valid but inconsistent share causes the same rejection "
-        "and is not identified (docs/protocol.md section 4, 'What rejected proves'). "
-        "Nobody is dropped for it."
-    )
-    next_clusters: list[ClusterSet] | None = Field(description="Clustering result, if any.")
-    committee: list[int] | None = Field(
-        default=None,
-        description="Committee rounds: the members participants share to and who compute "
-        "(docs/protocol.md section 11); null when every participant is one.",
-    )
-    distances: dict[str, Any] | None = Field(
-        description="Decoded D and E (squared distances); only if operators_see_distances."
-    )
-    metrics: dict[str, dict[str, float]] = Field(
-        description="Participant index -> metric name -> value, as the participants reported."
-    )
-    events: list[EventOut]
-
-
-class RoundMetrics(_Model):
-    number: int
-    stage: str
-    metrics: dict[str, dict[str, float]] = Field(
-        description="Participant index -> metric name -> value (empty if none reported)."
-    )
-
-
-class FederationMetrics(_Model):
-    """Every round's reported metrics, oldest round first (one call for a dashboard)."""
-
-    federation_id: str
-    rounds: list[RoundMetrics]
-
-
 # -- participants -------------------------------------------------------------------------
-class EnrollRequest(_Model):
-    enrollment_token: limits.PlainText = Field(min_length=1, max_length=200)
-    display_name: limits.Label
-    public_key: B64Key = Field(description="Raw 32-byte X25519 public key, base64.")
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "enrollment_token": "sfe_...",
-                    "display_name": "hospital-a",
-                    "public_key": "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=",
-                }
-            ]
-        }
-    )
-
-
-class EnrollResponse(_Model):
-    participant_id: str
-    federation_id: str
-    index: int = Field(description="Fixed LCC evaluation index (0-based).")
-    api_token: str = Field(description="Bearer token of this participant; shown only now.")
-
-
 class ParticipantOut(_Model):
     participant_id: str
     federation_id: str
@@ -301,334 +169,6 @@ class ParticipantOut(_Model):
     display_name: str
     public_key: B64 = Field(description="The registered X25519 public key (32 bytes).")
     config: FederationConfig
-
-
-class Peer(_Model):
-    index: int
-    display_name: str
-    public_key: B64
-
-
-class PromptOut(_Model):
-    cluster: int
-    generation: int
-    shape: tuple[int, int] = Field(
-        description="(n_ctx, dim); protopfl-*: (n_classes, dim + 1), the averaged prototype block"
-    )
-    dtype: Literal["<f8"] = "<f8"
-    data: B64 = Field(description="float64 little-endian, row-major.")
-
-
-class ClusterSet(_Model):
-    cluster: int
-    members: list[int]
-
-
-class EnvelopeSpec(_Model):
-    kind: Literal["prompt", "update", "zero"] = Field(
-        description="prompt: share of the reduced prompt x_i (clustering field); update: "
-        "share of the update g_i (aggregation field); zero: zero-sharing contribution that "
-        "re-randomizes the distance stage (clustering field, crypto.rerandomize)."
-    )
-    context_stage: str = Field(description="The 'stage' of the ShareContext to seal under.")
-    prime: int
-    vector_length: int = Field(description="Length of the vector to share.")
-    share_length: int = Field(description="Entries of one share (packed vector).")
-    envelope_length: int = Field(description="Exact size in bytes of a sealed envelope.")
-
-
-class ContributionOut(_Model):
-    """One participant's contribution to a committee round's beacon (crypto.beacon_mix)."""
-
-    index: int = Field(description="The contributing participant's LCC index.")
-    commitment: str = Field(
-        description="crypto.beacon_mix.contribution_commitment(federation, round, index, "
-        "value), hex; uploaded two rounds ahead."
-    )
-    value: str | None = Field(
-        description="The revealed 32-byte value (hex), or null when it is left out of the "
-        "beacon (see reason)."
-    )
-    reason: Literal["not_revealed", "reveal_does_not_open"] | None = Field(
-        description="Why the contribution is left out of the beacon; null when it counts."
-    )
-
-
-class CommitteeOut(_Model):
-    """A committee round's public draw (docs/protocol.md section 11): check it, then share
-    to ``members`` only; member ``k`` (sorted) holds the codes' evaluation point
-    ``alpha_k``."""
-
-    size: int = Field(description="The federation's committee size c.")
-    roster: list[int] = Field(description="The round's participants, sorted: the draw's pool.")
-    beacon: str = Field(
-        description="The beacon the committee is drawn with (hex): "
-        "crypto.beacon_mix.combine_beacon(federation, round, coordinator_beacon, the "
-        "revealed contributions' values)."
-    )
-    coordinator_beacon: str | None = Field(
-        default=None,
-        description="The coordinator's own beacon value (hex), drawn before the round and "
-        "until it started published only as its commitment (next_beacon of earlier tasks).",
-    )
-    contributions: list[ContributionOut] = Field(
-        default_factory=list,
-        description="Participants' contributions, ascending index: their commitments hash "
-        "to next_beacon.contributions of the previous round's tasks.",
-    )
-    members: list[int] = Field(
-        description="crypto.committee.round_committee(federation, round, roster, beacon, c)."
-    )
-
-
-class NextBeaconOut(_Model):
-    """The commitment to a future committee round's beacon (docs/protocol.md section 11):
-    record it; when that round starts, its beacon must open it."""
-
-    round: int = Field(description="The round whose beacon this commits to.")
-    commitment: str = Field(
-        description="crypto.committee.beacon_commitment(federation, round, beacon), hex."
-    )
-    contributions: str | None = Field(
-        default=None,
-        description="crypto.beacon_mix.contributions_digest of the participants' "
-        "commitments to that round's contributions, frozen when this round started (hex); "
-        "reveal yours now. Null before the first round.",
-    )
-
-
-class BeaconContributionIn(_Model):
-    """Exactly one of ``commitment`` (while round ``t - 2`` is the newest) and ``value``
-    (while round ``t - 1`` is the newest), for round ``t``'s beacon (crypto.beacon_mix)."""
-
-    commitment: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
-        default=None, description="contribution_commitment(federation, t, index, value), hex."
-    )
-    value: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
-        default=None, description="The 32 random bytes committed to, hex."
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"commitment": "ab" * 32}, {"value": "cd" * 32}]}
-    )
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> BeaconContributionIn:
-        if (self.commitment is None) == (self.value is None):
-            raise ValueError("give exactly one of commitment and value")
-        return self
-
-
-class BeaconContributionReceipt(_Model):
-    round: int = Field(description="The round whose beacon the contribution is for.")
-    participant_index: int
-    kind: Literal["commitment", "value"]
-    replayed: bool = Field(description="Identical to what was already accepted.")
-
-
-class SharingTask(_Model):
-    recipients: list[int] = Field(
-        description="Every participant, yourself included; in a committee round the "
-        "committee members (sorted)."
-    )
-    envelopes: list[EnvelopeSpec]
-
-
-class DistanceTask(_Model):
-    participants: list[int]
-    clusters: list[ClusterSet]
-    probes: list[ClusterSet] = Field(
-        description="At most one probe per cluster: a proper subset of it; the split test "
-        "measures every member's position on the axis between the probe and the rest."
-    )
-    result_length: int
-    prime: int
-    beacon: str | None = Field(
-        default=None,
-        description="The round's beacon (hex), committed one round ahead (next_beacon): "
-        "every probe is crypto.clustering.initial_probe of its cluster salted with "
-        "crypto.refset_rules.probe_salt(federation, round, beacon); a participant refuses "
-        "any other probe (probe_not_drawn). Null: the round asks for no probe.",
-    )
-
-
-class AggregationTask(_Model):
-    sets: list[ClusterSet]
-    prime: int
-    result_shape: tuple[int, int] = Field(description="(len(sets), share_length): packed matrix")
-
-
-Action = Literal["wait", "share", "compute_distances", "compute_sums", "fetch_outcome", "dropped"]
-
-
-class Task(_Model):
-    """What the participant should do now."""
-
-    federation_id: str
-    participant_index: int
-    backbone: BackboneConfig | None = Field(
-        default=None,
-        description="The federation's pinned backbone (open_clip model and weights "
-        "fingerprint): the daemon trains and shares only on exactly these weights. Null: "
-        "unpinned.",
-    )
-    round: int | None
-    stage: str | None
-    action: Action
-    deadline: datetime | None
-    uploaded: bool = Field(description="This participant's upload for the stage is in.")
-    cluster: int | None = Field(description="The cluster it trains in this round.")
-    global_prompt: PromptOut | None
-    senders: list[int] | None = Field(description="Participants whose shares to compute on.")
-    sharing: SharingTask | None = None
-    distances: DistanceTask | None = None
-    aggregation: AggregationTask | None = None
-    committee: CommitteeOut | None = Field(
-        default=None,
-        description="Committee rounds: the public draw to verify before sharing; only "
-        "members compute coded results. Null: all-to-all.",
-    )
-    peers: list[Peer] = Field(
-        description="Every enrolled participant's index, name and X25519 key, when the "
-        "action needs keys (share, compute_distances, compute_sums) or no round has started; "
-        "empty otherwise, so that the polls in between stay small."
-    )
-    next_beacon: NextBeaconOut | None = Field(
-        default=None,
-        description="Committee federations: the commitment to the next round's beacon, "
-        "published before that round's roster is fixed. Null: all-to-all, or no next round.",
-    )
-    federation: FederationStatus = Field(
-        default_factory=lambda: FederationStatus(state="active", reason=None),
-        description="The federation's lifecycle state: once finished or aborted no round "
-        "starts again, and a daemon exits after handling the last round's outcome.",
-    )
-    poll_after_s: float = Field(
-        default=0.0,
-        ge=0,
-        le=60,
-        description="Seconds to wait before the next task poll: 0 while an upload is due "
-        "(share, compute_*), otherwise participants / the coordinator's task_poll_rate "
-        "(at most 60, and at most a tenth of the shortest stage deadline), "
-        "so that a large federation's polls stay within what the coordinator can absorb. "
-        "Daemons poll no faster than their own interval and add a random spread.",
-    )
-
-
-class EnvelopeIn(_Model):
-    recipient: int = Field(ge=0, lt=limits.MAX_PARTICIPANTS)
-    kind: Literal["prompt", "update", "zero"]
-    ciphertext: B64Bytes = Field(description="Sealed envelope (crypto.transport.seal_share).")
-
-
-class ShareUpload(_Model):
-    envelopes: list[EnvelopeIn] = Field(max_length=4096)
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [{"envelopes": [{"recipient": 0, "kind": "update", "ciphertext": "AQ..."}]}]
-        }
-    )
-
-
-class ResultUpload(_Model):
-    payload: B64Bytes = Field(
-        description="distances: packed vector; aggregation: packed matrix (crypto.wire)."
-    )
-
-    model_config = ConfigDict(json_schema_extra={"examples": [{"payload": "U0ZWMQ..."}]})
-
-
-class RefusalIn(_Model):
-    reason: limits.PlainText = Field(
-        min_length=1, max_length=100, description="RefusalError.reason, e.g. overlapping_sets"
-    )
-    message: limits.PlainText = Field(default="", max_length=1000)
-    senders: list[Annotated[int, Field(ge=0, lt=limits.MAX_PARTICIPANTS)]] = Field(
-        default_factory=list,
-        max_length=limits.MAX_PARTICIPANTS,
-        description="Senders blamed: their shares failed authentication (bad MAC, a key "
-        "that is not the registered one). Empty: the request itself is refused. A sender "
-        "blamed by enough peers is dropped instead of the refusers.",
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {"reason": "overlapping_sets", "message": "sets {1,2,3} and {1,2,4} differ by one"},
-                {
-                    "reason": "missing_share",
-                    "message": "shares from [5] failed authentication",
-                    "senders": [5],
-                },
-            ]
-        }
-    )
-
-
-class UploadReceipt(_Model):
-    round: int
-    stage: str
-    participant_index: int
-    accepted: int = Field(description="Items stored by this request (0 when replayed).")
-    replayed: bool = Field(description="Identical to an upload already accepted.")
-
-
-METRIC_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
-MAX_METRICS = 16
-
-MetricName = Annotated[str, StringConstraints(pattern=METRIC_NAME_PATTERN)]
-MetricValue = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-
-
-class MetricsUpload(RootModel[dict[MetricName, MetricValue]]):
-    """Metric name -> finite number, 1 to 16 entries (numbers about a round, never data).
-
-    Names match ``^[a-z][a-z0-9_]{0,39}$``; values are JSON numbers (not strings or
-    booleans), finite. Anything else is ``invalid_request`` with the failing entries in
-    ``errors``.
-    """
-
-    root: dict[MetricName, MetricValue] = Field(min_length=1, max_length=MAX_METRICS)
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [{"accuracy": 0.81, "loss": 0.62}],
-            "propertyNames": {"pattern": METRIC_NAME_PATTERN},
-            "additionalProperties": False,
-        }
-    )
-
-
-class MetricsReceipt(_Model):
-    round: int
-    participant_index: int
-    accepted: int = Field(description="Metrics stored by this request (0 when replayed).")
-    replayed: bool = Field(description="Every metric sent was already stored, same value.")
-    metrics: dict[str, float] = Field(
-        description="Everything this participant has reported for the round."
-    )
-
-
-class InboxEnvelope(_Model):
-    sender: int
-    kind: Literal["prompt", "update", "zero"]
-    ciphertext: B64
-
-
-class Inbox(_Model):
-    round: int
-    recipient: int
-    senders: list[int] = Field(description="Participants whose shares were delivered.")
-    envelopes: list[InboxEnvelope]
-
-
-class RoundOutcome(_Model):
-    round: int
-    stage: str
-    failure_reason: str | None
-    cluster: int | None = Field(description="Cluster for the next round.")
-    global_prompt: PromptOut | None = Field(description="Its global prompt (new generation).")
 
 
 # -- lists ------------------------------------------------------------------------------
@@ -671,53 +211,3 @@ class ParticipantPage(_Model):
 
     items: list[ParticipantSummary]
     next_cursor: str | None = Field(description=NEXT_CURSOR)
-
-
-# -- errors -------------------------------------------------------------------------------
-class ValidationIssue(BaseModel):
-    loc: list[str | int] = Field(description="Where: 'body', 'path', 'query' then the field.")
-    type: str | None = Field(description="pydantic error type, e.g. less_than_equal.")
-    msg: str
-
-
-class Problem(BaseModel):
-    """An error, as an RFC 9457 problem document (``application/problem+json``).
-
-    ``code`` is the stable, machine-readable part (``type`` is the same code as a URI);
-    ``detail`` is for people. Some codes add members: ``errors`` (``invalid_request``,
-    each failing field), ``reason`` (``bad_payload``, ``bad_envelope``), ``parameter``
-    (``invalid_parameter``), ``current`` (``wrong_round``), ``stage`` (``wrong_stage``),
-    ``retry_after_s`` (``rate_limited``).
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "examples": [
-                {
-                    "type": "https://secfpp.dev/problems/wrong_stage",
-                    "title": "The round is not in the stage this request belongs to",
-                    "status": 409,
-                    "detail": "round 3 is in stage aggregation, not distances",
-                    "code": "wrong_stage",
-                    "instance": "/v1/participants/me/rounds/3/results/distances",
-                    "stage": "aggregation",
-                }
-            ]
-        },
-    )
-
-    type: str = Field(
-        description="https://secfpp.dev/problems/<code>", json_schema_extra={"format": "uri"}
-    )
-    title: str = Field(description="Short summary of the code (the same for every instance).")
-    status: int = Field(ge=400, le=599, description="The HTTP status code.")
-    detail: str = Field(description="What went wrong in this request.")
-    code: str = Field(description="Stable machine-readable error code.")
-    instance: str | None = Field(default=None, description="Path of the request.")
-    errors: list[ValidationIssue] | None = Field(
-        default=None, description="invalid_request: every field that failed validation."
-    )
-
-
-RoundStatus.model_rebuild()

@@ -13,8 +13,7 @@ import torch
 from secfpp.participant.learning.backbone import Backbone, load_backbone
 from secfpp.participant.learning.errors import BackboneLoadError, LearningConfigError
 from secfpp.participant.learning.runtime import configure_threads, resolve_device
-
-from .conftest import TINY_CONFIG
+from tests.support.learning import TINY_CONFIG
 
 
 def test_backbone_is_frozen_in_eval_mode_on_cpu(tiny_backbone: Backbone) -> None:

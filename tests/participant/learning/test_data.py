@@ -17,8 +17,7 @@ from secfpp.participant.learning.data import (
     split_dataset,
 )
 from secfpp.participant.learning.errors import DatasetError, LearningConfigError
-
-from .conftest import COLOURS, write_toy_images
+from tests.support.learning import COLOURS, write_toy_images
 
 
 def test_image_folder(toy_folder: Path, tiny_backbone: Backbone) -> None:

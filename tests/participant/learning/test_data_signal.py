@@ -46,7 +46,8 @@ def test_known_answer_and_unit_norm() -> None:
     assert not np.allclose(got, data_signal(features, R, 6))  # the seed is public and fixed
 
 
-@settings(max_examples=25, deadline=None)
+# fewer examples than the profile: each computes the data signal twice; order invariance needs few
+@settings(max_examples=25)
 @given(st.integers(0, 2**31 - 1))
 def test_the_order_of_the_images_does_not_matter(seed: int) -> None:
     rng = np.random.default_rng(seed)

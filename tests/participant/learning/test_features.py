@@ -16,8 +16,7 @@ from secfpp.participant.learning.features import (
     compute_features,
     preprocess_fingerprint,
 )
-
-from .conftest import write_toy_images
+from tests.support.learning import write_toy_images
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import secfpp.participant.learning.strategies
 from secfpp.crypto.aggregation import clip_update
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant.learning.backbone import Backbone
-
-from .conftest import write_toy_images
+from tests.support.learning import write_toy_images
 
 N_CTX = 4
 

@@ -1,4 +1,4 @@
-"""crypto.memory: freed array memory stays in the process (glibc), counted in page faults.
+"""secfpp.process.memory: freed array memory stays in the process (glibc), counted in page faults.
 
 Each case runs in a fresh interpreter, since ``mallopt`` changes the whole process. The
 child allocates and frees twenty numpy arrays of growing size (1 to 6 MiB, as a fresh
@@ -17,12 +17,12 @@ import sys
 
 import pytest
 
-from secfpp.crypto import memory
+from secfpp.process import memory
 
 CHILD = """
 import resource, sys
 import numpy as np
-from secfpp.crypto.memory import retain_freed_memory
+from secfpp.process.memory import retain_freed_memory
 applied = retain_freed_memory() if sys.argv[1] == "1" else None
 for _ in range(3):  # numpy's own first allocations, outside the count
     np.ones(1024)

@@ -1,8 +1,8 @@
 """``--help`` that shows every option's default: the formatter of all SecFPP commands.
 
-Shared by ``secfpp-participant`` and the coordinator's commands (``crypto`` is the package
-both sides import, as they do :mod:`crypto.memory`). Like argparse's
-``ArgumentDefaultsHelpFormatter``, but it leaves out defaults that say nothing (``None``
+Shared by ``secfpp-participant`` and the coordinator's commands (both import
+:mod:`secfpp.process` for process concerns, as they do :mod:`secfpp.process.memory`). Like
+argparse's ``ArgumentDefaultsHelpFormatter``, but it leaves out defaults that say nothing (``None``
 of an optional value, ``False`` of a flag) and help texts that already name their default,
 and keeps descriptions and epilogs as written (``RawDescriptionHelpFormatter``).
 """

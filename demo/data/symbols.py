@@ -1,0 +1,125 @@
+"""Three more printed domains the shipped backbone never saw: Greek, Cyrillic, math symbols.
+
+Rendered exactly as the printed digits and letters (:func:`demo.data.synthetic.render_domain`:
+the 12 DejaVu fonts matplotlib ships, every one of which holds all these glyphs; a per-sample
+generator ``default_rng([seed, domain code, i])`` for the jitter, ink, paper and noise), so they
+are seeded, deterministic and offline. Classes are letters or symbols by their names, so each is
+well defined whatever the font:
+
+=====================  ==============================================  ====  =======  =====
+domain                 classes                                         code  train    test
+=====================  ==============================================  ====  =======  =====
+``greek_letters``      the 24 Greek letters, both cases in each class   4    2,880    576
+``cyrillic_letters``   17 Cyrillic letters with no Latin look-alike,     5    2,040    408
+                       both cases in each class
+``math_symbols``       20 mathematical symbols (one form each)          6    2,880    480
+=====================  ==============================================  ====  =======  =====
+
+Roles (issue 29): ``greek_letters`` joins the tuning subset (with handwritten digits, printed
+letters and clothing); ``cyrillic_letters``, ``math_symbols`` and ``printed_digits`` (which
+the backbone *was* pretrained on) are held out: no parameter is chosen on them.
+"""
+
+from __future__ import annotations
+
+from demo.data.base import HELD_OUT, TUNING, DomainData, DomainSpec, Split
+from demo.data.registry import register_domain
+from demo.data.synthetic import render_domain
+
+__all__ = [
+    "CYRILLIC",
+    "GREEK",
+    "MATH_SYMBOLS",
+    "cyrillic_letters",
+    "greek_letters",
+    "math_symbols",
+]
+
+#: (name, lower case, upper case)
+GREEK: tuple[tuple[str, str, str], ...] = (
+    ("alpha", "α", "Α"), ("beta", "β", "Β"), ("gamma", "γ", "Γ"), ("delta", "δ", "Δ"),
+    ("epsilon", "ε", "Ε"), ("zeta", "ζ", "Ζ"), ("eta", "η", "Η"), ("theta", "θ", "Θ"),
+    ("iota", "ι", "Ι"), ("kappa", "κ", "Κ"), ("lambda", "λ", "Λ"), ("mu", "μ", "Μ"),
+    ("nu", "ν", "Ν"), ("xi", "ξ", "Ξ"), ("omicron", "ο", "Ο"), ("pi", "π", "Π"),
+    ("rho", "ρ", "Ρ"), ("sigma", "σ", "Σ"), ("tau", "τ", "Τ"), ("upsilon", "υ", "Υ"),
+    ("phi", "φ", "Φ"), ("chi", "χ", "Χ"), ("psi", "ψ", "Ψ"), ("omega", "ω", "Ω"),
+)  # fmt: skip
+
+#: (name, lower case, upper case): the Cyrillic letters that are not Latin look-alikes.
+CYRILLIC: tuple[tuple[str, str, str], ...] = (
+    ("be", "б", "Б"), ("ghe", "г", "Г"), ("de", "д", "Д"), ("zhe", "ж", "Ж"), ("ze", "з", "З"),
+    ("i", "и", "И"), ("el", "л", "Л"), ("pe", "п", "П"), ("ef", "ф", "Ф"), ("tse", "ц", "Ц"),
+    ("che", "ч", "Ч"), ("sha", "ш", "Ш"), ("shcha", "щ", "Щ"), ("yeru", "ы", "Ы"),
+    ("e", "э", "Э"), ("yu", "ю", "Ю"), ("ya", "я", "Я"),
+)  # fmt: skip
+
+#: (name, symbol)
+MATH_SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("sum", "∑"), ("integral", "∫"), ("square root", "√"), ("infinity", "∞"),
+    ("approximately equal", "≈"), ("not equal", "≠"), ("less or equal", "≤"),
+    ("greater or equal", "≥"), ("partial derivative", "∂"), ("nabla", "∇"),
+    ("element of", "∈"), ("for all", "∀"), ("there exists", "∃"), ("subset", "⊂"),
+    ("union", "∪"), ("intersection", "∩"), ("plus minus", "±"), ("times", "×"),
+    ("division", "÷"), ("product", "∏"),
+)  # fmt: skip
+
+GREEK_NAMES = tuple(f"greek letter {name}" for name, _, _ in GREEK)
+CYRILLIC_NAMES = tuple(f"cyrillic letter {name}" for name, _, _ in CYRILLIC)
+MATH_NAMES = tuple(f"{name} symbol" for name, _ in MATH_SYMBOLS)
+
+
+def greek_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
+    """24 Greek letters, both cases, 12 fonts: 5 (train) or 1 (test) per class, case and font."""
+    return render_domain(
+        domain="greek_letters",
+        domain_code=4,
+        class_chars=tuple((lower, upper) for _, lower, upper in GREEK),
+        class_names=GREEK_NAMES,
+        split=split,
+        seed=seed,
+        train_repeats=5,
+        test_repeats=1,
+    )
+
+
+def cyrillic_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
+    """17 Cyrillic letters, both cases, 12 fonts: 5 (train) or 1 (test) per class, case and font."""
+    return render_domain(
+        domain="cyrillic_letters",
+        domain_code=5,
+        class_chars=tuple((lower, upper) for _, lower, upper in CYRILLIC),
+        class_names=CYRILLIC_NAMES,
+        split=split,
+        seed=seed,
+        train_repeats=5,
+        test_repeats=1,
+    )
+
+
+def math_symbols(split: Split = "train", *, seed: int = 0) -> DomainData:
+    """20 math symbols, 12 fonts: 12 (train) or 2 (test) per class and font."""
+    return render_domain(
+        domain="math_symbols",
+        domain_code=6,
+        class_chars=tuple((symbol,) for _, symbol in MATH_SYMBOLS),
+        class_names=MATH_NAMES,
+        split=split,
+        seed=seed,
+        train_repeats=12,
+        test_repeats=2,
+    )
+
+
+def _register() -> None:
+    for spec in (
+        DomainSpec("greek_letters", GREEK_NAMES, "a photo of the {}.", greek_letters,
+                   role=TUNING, source="built-in"),
+        DomainSpec("cyrillic_letters", CYRILLIC_NAMES, "a photo of the {}.", cyrillic_letters,
+                   role=HELD_OUT, source="built-in"),
+        DomainSpec("math_symbols", MATH_NAMES, "a photo of the {}.", math_symbols,
+                   role=HELD_OUT, source="built-in"),
+    ):  # fmt: skip
+        register_domain(spec)
+
+
+_register()

@@ -1,0 +1,104 @@
+"""The test suite's own layout rules.
+
+* A conftest holds fixtures and pytest hooks only; what fixtures and tests share (constants,
+  fakes, builders, process harnesses) lives once in ``tests/support`` and is imported from
+  there, never from a conftest.
+* Every marker is registered once, in ``pyproject.toml``, and ``slow`` is part of the default
+  run (only ``bash dev.sh quick`` leaves it out).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+# markers pytest and its plugins register themselves
+PLUGIN_MARKERS = {
+    "parametrize",
+    "skip",
+    "skipif",
+    "xfail",
+    "usefixtures",
+    "filterwarnings",
+    "timeout",
+    "xdist_group",
+}
+
+
+def _is_fixture(node: ast.FunctionDef) -> bool:
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Attribute) and target.attr == "fixture":
+            return True
+    return False
+
+
+def _not_fixtures_or_hooks(source: str) -> list[str]:
+    """Top-level classes and functions of a conftest that are neither fixtures nor hooks."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            found.append(f"class {node.name}")
+        elif isinstance(node, ast.FunctionDef) and not (
+            node.name.startswith("pytest_") or _is_fixture(node)
+        ):
+            found.append(f"def {node.name}")
+    return found
+
+
+def test_conftests_hold_only_fixtures_and_hooks() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): bad
+        for path in sorted(TESTS.rglob("conftest.py"))
+        if (bad := _not_fixtures_or_hooks(path.read_text()))
+    }
+    assert offenders == {}, f"move these to tests/support: {offenders}"
+
+
+def test_the_conftest_check_sees_a_helper() -> None:
+    source = (
+        "import pytest\n\nclass FakeClock: ...\n\ndef make_settings(): ...\n\n"
+        "@pytest.fixture\ndef clock(): ...\n\ndef pytest_configure(config): ...\n"
+    )
+    assert _not_fixtures_or_hooks(source) == ["class FakeClock", "def make_settings"]
+
+
+def test_no_test_module_imports_a_conftest() -> None:
+    pattern = re.compile(r"^\s*from\s+(\S*conftest)\s+import|^\s*from\s+\S+\s+import\s+conftest\b")
+    offenders = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in sorted(TESTS.rglob("*.py"))
+        if path.name != "conftest.py"
+        for line in path.read_text().splitlines()
+        if pattern.match(line)
+    ]
+    assert offenders == []
+
+
+def _registered() -> dict[str, str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lines = config["tool"]["pytest"]["ini_options"]["markers"]
+    return dict(line.split(":", 1) for line in lines)
+
+
+def test_every_marker_is_registered_in_pyproject_only() -> None:
+    registered = _registered()
+    used = set()
+    for path in TESTS.rglob("*.py"):
+        text = path.read_text()
+        used |= set(re.findall(r"pytest\.mark\.([a-z_]+)", text))
+        if path != Path(__file__):  # this file names the call it looks for
+            assert "addinivalue_line(" not in text, f"{path}: register markers in pyproject.toml"
+    assert used - PLUGIN_MARKERS - set(registered) == set()
+    assert set(registered) - used == set(), "a registered marker no test uses"
+
+
+def test_slow_is_part_of_the_default_run() -> None:
+    slow = _registered()["slow"]
+    assert "default run" in slow
+    assert "optional" not in slow
+    assert "still" not in slow
