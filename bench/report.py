@@ -305,7 +305,7 @@ def render(
         "|---|---|---:|---|",
     ]
     for s in steps.values():
-        status = "ok" if s.rc == 0 and s.data is not None else (s.note or f"failed (rc {s.rc})")
+        status = _status(s)
         lines.append(f"| {s.name} | {status} | {s.wall_s:.0f} | `{shlex.join(_shown(s.argv))}` |")
     lines += ["", "## Same-run ratios", ""]
     lines += _ratios(steps, sizes, dropout)
@@ -323,12 +323,26 @@ def render(
     lines += _flower_table(steps["flower_secagg"])
     lines += ["", "## Load", ""]
     lines += _load(steps["load"])
-    failed = [s for s in steps.values() if s.rc not in (0, None) or (s.rc == 0 and not s.data)]
+    failed = [s for s in steps.values() if s.rc is not None and not succeeded(s)]
     if failed:
         lines += ["", "## Failures", ""]
         for s in failed:
             lines += [f"- {s.name}: {s.note or f'rc {s.rc}'}", "", "```", *s.tail, "```"]
     return "\n".join(lines) + "\n"
+
+
+def succeeded(step: Step) -> bool:
+    """Ran and wrote its figures. ``bench.load`` exits 1 when it misses its own latency
+    targets (issue 13), with every figure written: that is a result, not a failure."""
+    if step.data is None:
+        return False
+    return step.rc == 0 or (step.name == "load" and step.rc == 1)
+
+
+def _status(step: Step) -> str:
+    if succeeded(step):
+        return "ok" if step.rc == 0 else "ok (missed its latency targets)"
+    return step.note or f"failed (rc {step.rc})"
 
 
 def _shown(argv: list[str]) -> list[str]:
@@ -611,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     print(f"wrote {args.out}")
     ran = [s for s in steps if not (s.name == "flower_secagg" and s.note)]
-    return 0 if all(s.rc == 0 and s.data is not None for s in ran) else 1
+    return 0 if all(succeeded(s) for s in ran) else 1
 
 
 if __name__ == "__main__":
