@@ -64,7 +64,12 @@ def rate(
             )
             assert refs is not None
             noisy = x + 0.2 * rng.standard_normal(x.shape)
-            result = secpc_step(plaintext_distances(list(noisy), refs), membership, config)
+            result = secpc_step(
+                plaintext_distances(list(noisy), refs),
+                membership,
+                config,
+                salt=f"{seed}|{number}",
+            )
             membership = result.membership
             if result.splits:
                 split += 1
@@ -79,11 +84,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.clustering", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=150)
-    parser.add_argument("--threshold", type=float, default=ClusteringConfig().split_threshold)
+    parser.add_argument(
+        "--false-split-rate", type=float, default=ClusteringConfig().false_split_rate
+    )
     args = parser.parse_args(argv)
-    config = ClusteringConfig(split_threshold=args.threshold)
+    config = ClusteringConfig(false_split_rate=args.false_split_rate)
     started = time.monotonic()
-    print(f"== one group (every split is false), {args.runs} runs, threshold {args.threshold}")
+    print(
+        f"== one group (every split is false), {args.runs} runs, "
+        f"false-split rate {args.false_split_rate}"
+    )
     for n in (6, 8, 10, 16):
         print(f"  {n:>2} members: split in {rate((n,), 0.0, runs=args.runs, config=config)[0]:.0%}")
     print("== two groups: split / split with purity >= 0.9")

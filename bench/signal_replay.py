@@ -5,11 +5,9 @@ For each setting, Dirichlet ``alpha``, federation size and seed, the participant
 (:func:`participant.learning.reduction.data_signal`: the unit direction of the JL-reduced
 mean of their frozen image embeddings, what they share with ``reduction.signal = "data"``),
 and :func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on plaintext distances
-(which the coded path reproduces exactly) from one cluster, with the coordinator's split
-rules for the data signal
-(``secfpp.coordinator.federations.config.SPLIT_DEFAULTS``, or ``--split-threshold``,
-``--probe-fraction``, ``--probe-ratio``). No training is involved: the data signal does not
-depend on the prompts. Reported per case:
+(which the coded path reproduces exactly) from one cluster, with the coordinator's calibrated
+split rule (``--false-split-rate``, default: the federation's; ``--null-draws``). No
+training is involved: the data signal does not depend on the prompts. Reported per case:
 
 * single-domain federations: how many ever split (false splits);
 * multi-domain federations: the first round after which every true domain has its own
@@ -81,7 +79,7 @@ def replay(
         if noise is not None:
             point = np.maximum(distances.point + noise.point_noise(refs, rng=rng), 0.0)
             distances = Distances(refs, point, centres_from_points(refs, point))
-        membership = secpc_step(distances, membership, config).membership
+        membership = secpc_step(distances, membership, config, salt=f"replay|{number}").membership
         history.append(sorted(tuple(sorted(m)) for _, m in membership.clusters))
     return history
 
@@ -119,9 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 5.0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 10])
     parser.add_argument("--images", type=int, default=300, help="images per participant")
-    parser.add_argument("--split-threshold", type=float, default=None)
-    parser.add_argument("--probe-fraction", type=float, default=None)
-    parser.add_argument("--probe-ratio", type=float, default=None)
+    parser.add_argument("--false-split-rate", type=float, default=None)
+    parser.add_argument("--null-draws", type=int, default=None)
+    parser.add_argument(
+        "--signals",
+        type=Path,
+        default=None,
+        help="an .npz cache of the data signals: read when it holds a case, written after",
+    )
     parser.add_argument(
         "--distance-noise",
         type=float,
@@ -145,15 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         specs = {setting: resolve_setting(setting) for setting in args.settings}
     except ValueError as exc:
         raise SystemExit(f"--settings: {exc}") from None
-    threshold, fraction, ratio = ClusteringPolicy(
-        split_threshold=args.split_threshold,
-        probe_fraction=args.probe_fraction,
-        probe_ratio=args.probe_ratio,
-    ).split_rules("data")
+    chosen = {
+        k: v
+        for k, v in (("false_split_rate", args.false_split_rate), ("null_draws", args.null_draws))
+        if v is not None
+    }
+    policy = ClusteringPolicy.model_validate(chosen)
     config = ClusteringConfig(
-        split_threshold=threshold,
-        probe_fraction=fraction,
-        probe_ratio=ratio,
+        false_split_rate=policy.false_split_rate,
+        null_draws=policy.null_draws,
         min_aggregation_size=3,
         min_reference_size=3,
     )
@@ -161,24 +164,36 @@ def main(argv: list[str] | None = None) -> int:
     register_offline_models()
     backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
     print(
-        f"== data signal, split_threshold {threshold}, probe_fraction {fraction}, "
-        f"probe_ratio {ratio}, {args.rounds} rounds, {args.seeds} seeds"
+        f"== data signal, false_split_rate {config.false_split_rate}, null_draws "
+        f"{config.null_draws}, {args.rounds} rounds, {args.seeds} seeds"
     )
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
+    cache: dict[str, NDArray[Any]] = {}
+    if args.signals is not None and args.signals.exists():
+        with np.load(args.signals) as stored:
+            cache = {k: stored[k] for k in stored.files}
     for setting in args.settings:
         for alpha in args.alphas:
             for size in args.sizes:
                 signals = []
                 for seed in range(args.seeds):
-                    built = setting_partition(
-                        setting, size, alpha=alpha, seed=seed, images_per_participant=args.images
-                    )
-                    data = _participants(
-                        built.parts, backbone, per_participant=args.images, seed=seed
-                    )
-                    x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
-                    signals.append((x, [d.group for d in data]))
+                    key = f"{setting}|{alpha}|{size}|{seed}|{args.images}"
+                    if key not in cache:
+                        built = setting_partition(
+                            setting,
+                            size,
+                            alpha=alpha,
+                            seed=seed,
+                            images_per_participant=args.images,
+                        )
+                        data = _participants(
+                            built.parts, backbone, per_participant=args.images, seed=seed
+                        )
+                        x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
+                        cache[key] = x
+                        cache[f"{key}|domains"] = np.array([d.group for d in data])
+                    signals.append((cache[key], [str(d) for d in cache[f"{key}|domains"]]))
                 for z in args.distance_noise:
                     noise = _noise(size, z)
                     cases = [
@@ -191,8 +206,11 @@ def main(argv: list[str] | None = None) -> int:
                     single = len(specs[setting].domains) == 1
                     rows.append(_row(setting, alpha, size, z, cases, single=single))
     print(f"{time.monotonic() - started:.0f} s")
+    if args.signals is not None:
+        args.signals.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(args.signals, **cache)  # type: ignore[arg-type]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rules = {"split_threshold": threshold, "probe_fraction": fraction, "probe_ratio": ratio}
+    rules = {"false_split_rate": config.false_split_rate, "null_draws": config.null_draws}
     args.out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1))
     print(f"written: {args.out}")
     return 0

@@ -60,7 +60,7 @@ def run_setting(
     rounds: int,
     epochs: int,
     images: int,
-    split_threshold: float | None,
+    false_split_rate: float | None,
     alpha: float,
     backbone: Any,
     direction: bool = True,
@@ -84,7 +84,7 @@ def run_setting(
             min_aggregation_size=3,
             max_clusters=4,
             init_seed=seed,
-            clustering={} if split_threshold is None else {"split_threshold": split_threshold},
+            clustering={} if false_split_rate is None else {"false_split_rate": false_split_rate},
             reduce_direction=direction,
             signal=signal,
             dp={} if distance_noise is None else {"distance_noise_multiplier": distance_noise},
@@ -146,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--single", default="single", help="the one-domain setting of the false-split run"
     )
-    parser.add_argument("--split-threshold", type=float, default=None, help="default: the signal's")
+    parser.add_argument(
+        "--false-split-rate", type=float, default=None, help="default: the federation default"
+    )
     parser.add_argument("--signal", choices=("data", "prompt"), default="data")
     parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     parser.add_argument(
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds=args.rounds,
         epochs=args.epochs,
         images=args.images,
-        split_threshold=args.split_threshold,
+        false_split_rate=args.false_split_rate,
         alpha=args.alpha,
         backbone=backbone,
         direction=not args.no_direction,
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "false_splits": len(false),
         "single_seeds": len(single),
         "changes_after_parted": sum(r["changes_after_parted"] for r in multi),
-        "split_threshold": args.split_threshold,
+        "false_split_rate": args.false_split_rate,
         "alpha": args.alpha,
         "direction": not args.no_direction,
         "signal": args.signal,

@@ -19,20 +19,23 @@ coordinator free to regroup members could name whatever reference sets it liked)
 2. **split** (at most one per round, never beyond ``max_clusters``): for every cluster
    ``c`` with a probe ``P``, every member's self-corrected coordinate ``f_i`` on the axis
    between ``P`` and the rest of ``c`` is computed from ``D[., c]`` and ``D[., P]`` alone
-   (:func:`crypto.split_test.probe_coordinates`), far members are set aside
-   (:func:`crypto.split_test.far_members`), and the best two-means cut of the ``f``
+   (:func:`crypto.split_rule.probe_coordinates`), far members are set aside
+   (:func:`crypto.split_rule.far_members`), and the best two-means cut of the ``f``
    (both parts of at least ``min_aggregation_size``, outliers trimmed,
-   :func:`crypto.split_test.best_cut`) passes when either
-   (a) ``W2 / W1 < split_threshold`` (a clean gap on the axis), or
-   (b) the cut reproduces the probe partition (up to :data:`PROBE_SLACK` member), that
-   partition holds ``beta_P >= probe_fraction`` of the cluster's full-dimensional sum of
-   squares (:func:`crypto.split_test.probe_between_fraction`) and
-   ``W2 / W1 < probe_ratio``.
-   Of the passing clusters the one with the least ``W2 / W1`` splits: the smaller part
+   :func:`crypto.split_rule.best_cut`) is tested against the fitted null of one Gaussian
+   group (:func:`crypto.split_rule.split_p_value`, ``null_draws`` public draws keyed by
+   ``salt`` and the cluster id): it passes when its p-value is at most
+   ``false_split_rate``. Clusters in ``frozen`` (a split of theirs was undone lately,
+   :mod:`crypto.split_review`) are tested but do not split. Of the passing clusters the
+   one with the least p-value (then the least ``W2 / W1``) splits: the smaller part
    becomes the new cluster (equal parts: the one without the lowest participant id, so
-   the outcome does not depend on the probe drawn). ``W2 / W1`` of every tested cluster
-   is recorded in :attr:`StepResult.split_ratios`;
-3. **merge** (only in a round without a split): the closest pair with
+   the outcome does not depend on the probe drawn). ``W2 / W1`` and the p-value of every
+   tested cluster are recorded in :attr:`StepResult.split_ratios` and
+   :attr:`StepResult.split_p_values`;
+3. **merge** (only in a round without a split): an undo (``undo = (parent, child)``,
+   decided by :mod:`crypto.split_review` from the members' reported accuracy) merges the
+   child back into its parent and replaces both the split and the spread rule below;
+   otherwise the closest pair with
    ``E[c, c'] < merge_factor * (s_c + s_c') / 2``, ``s_c = median{D[i, c] : a(i) = c}``,
    is merged into the lower id;
 4. empty clusters disappear. No probe is carried to the next round: the next round's
@@ -65,7 +68,6 @@ follow it if it merges).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,12 +78,7 @@ from numpy.typing import NDArray
 
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.secpc import Distances, ReferenceSets
-from secfpp.crypto.split_test import (
-    best_cut,
-    far_members,
-    probe_between_fraction,
-    probe_coordinates,
-)
+from secfpp.crypto.split_rule import split_p_value
 
 __all__ = [
     "ClusteringConfig",
@@ -102,18 +99,16 @@ group is often clean, and two small halves of one group are not merged back (the
 centres are farther apart than their spreads)."""
 
 
-PROBE_SLACK = 1
-"""The cut confirms the probe partition when it differs from it (or its complement) by at
-most this many members; one misplaced member moves to its own group at the next
-assignment (step 1, Hartigan's rule)."""
-
-
 @dataclass(frozen=True)
 class ClusteringConfig:
     """Factors of the clustering step (module docstring).
 
     Attributes:
-        split_threshold: a cluster splits when the best cut's ``W2 / W1`` is below it.
+        false_split_rate: ``alpha``, the probability that one tested cluster of a single
+            Gaussian group splits (:func:`crypto.split_rule.split_p_value`): a cluster
+            splits when its cut's p-value is at most this. Per tested cluster and round.
+        null_draws: ``B``, null clusters drawn per test; ``alpha (B + 1)`` should be an
+            integer (then the rate is exact).
         merge_factor: merge two clusters whose centres are closer than this times their
             mean median spread.
         min_aggregation_size: smallest cluster a split may create.
@@ -121,30 +116,26 @@ class ClusteringConfig:
             of its cluster) a distance request may name; participants refuse smaller ones,
             and anything below :data:`crypto.refset_rules.REFERENCE_FLOOR` (3).
         max_clusters: upper bound on the number of clusters.
-        max_trim, trim_factor: outlier trimming of the split test
-            (:func:`crypto.split_test.best_cut`).
-        probe_fraction, probe_ratio: the second way to split (module doc, step 2): the
-            cut reproduces the probe partition, the probe partition holds at least
-            ``probe_fraction`` of the cluster's total sum of squares
-            (:func:`crypto.split_test.probe_between_fraction`) and ``W2 / W1 <
-            probe_ratio``.
+        max_trim, trim_factor: outlier trimming of the split rule
+            (:func:`crypto.split_rule.best_cut`).
     """
 
-    split_threshold: float = 0.03
+    false_split_rate: float = 0.01
+    null_draws: int = 199
     merge_factor: float = 1.0
     min_aggregation_size: int = 3
     min_reference_size: int = 3
     max_clusters: int = 8
     max_trim: int = 2
     trim_factor: float = 3.0
-    probe_fraction: float = 0.30
-    probe_ratio: float = 0.15
 
     def __post_init__(self) -> None:
-        if not 0 < self.split_threshold <= 1:
+        if not 0 < self.false_split_rate <= 0.5:
             raise ParameterError(
-                "split_threshold", f"must be in (0, 1], not {self.split_threshold}"
+                "false_split_rate", f"must be in (0, 0.5], not {self.false_split_rate}"
             )
+        if not 19 <= self.null_draws <= 9999:
+            raise ParameterError("null_draws", f"must be in [19, 9999], not {self.null_draws}")
         if not self.merge_factor >= 0:
             raise ParameterError("merge_factor", f"must be >= 0, not {self.merge_factor}")
         if self.min_aggregation_size < 1:
@@ -161,12 +152,6 @@ class ClusteringConfig:
             raise ParameterError("max_trim", f"must be in [0, 4], not {self.max_trim}")
         if not self.trim_factor > 1:
             raise ParameterError("trim_factor", f"must be > 1, not {self.trim_factor}")
-        if not 0 < self.probe_fraction <= 1.5:
-            raise ParameterError(
-                "probe_fraction", f"must be in (0, 1.5] (above 1: never), not {self.probe_fraction}"
-            )
-        if not 0 < self.probe_ratio <= 1:
-            raise ParameterError("probe_ratio", f"must be in (0, 1], not {self.probe_ratio}")
 
 
 def initial_probe(
@@ -202,11 +187,17 @@ class Membership:
             versions; read and kept for compatibility, never used (probes are drawn from the
             round's beacon, :meth:`reference_sets`). :func:`secpc_step` leaves it empty.
         next_id: the id a new cluster will get.
+        watches: ``(parent, child, round)``: splits made by round ``round``'s clustering
+            step whose accuracy review is pending (:mod:`crypto.split_review`).
+        frozen: ``(cluster id, last round)``: clusters that may not split up to and
+            including that round (a split of theirs was undone).
     """
 
     clusters: tuple[tuple[int, tuple[int, ...]], ...]
     probes: tuple[tuple[int, tuple[int, ...]], ...] = ()
     next_id: int = 1
+    watches: tuple[tuple[int, int, int], ...] = ()
+    frozen: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         seen: set[int] = set()
@@ -291,11 +282,16 @@ class Membership:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
+        out: dict[str, Any] = {
             "clusters": [[c, list(m)] for c, m in self.clusters],
             "probes": [[c, list(m)] for c, m in self.probes],
             "next_id": self.next_id,
         }
+        if self.watches:
+            out["watches"] = [list(w) for w in self.watches]
+        if self.frozen:
+            out["frozen"] = [list(f) for f in self.frozen]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Membership:
@@ -305,6 +301,8 @@ class Membership:
             clusters=tuple((int(c), tuple(int(x) for x in m)) for c, m in data["clusters"]),
             probes=tuple((int(c), tuple(int(x) for x in m)) for c, m in data.get("probes", [])),
             next_id=int(data["next_id"]),
+            watches=tuple((int(p), int(c), int(r)) for p, c, r in data.get("watches", [])),
+            frozen=tuple((int(c), int(r)) for c, r in data.get("frozen", [])),
         )
 
 
@@ -316,6 +314,7 @@ class Split:
     child: int
     members: tuple[int, ...]
     ratio: float
+    p_value: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -325,14 +324,15 @@ class Merge:
     kept: int
     removed: int
     centre_distance: float
+    undo: bool = False
 
 
 @dataclass(frozen=True)
 class StepResult:
     """Outcome of :func:`secpc_step`.
 
-    ``split_ratios``: ``W2 / W1`` of every tested cluster. ``Split.ratio`` is the
-    statistic that decided the split.
+    ``split_ratios``: ``W2 / W1`` of every tested cluster; ``split_p_values``: its
+    p-value against the fitted null. ``Split.p_value`` decided the split.
     """
 
     membership: Membership
@@ -340,6 +340,7 @@ class StepResult:
     splits: tuple[Split, ...] = ()
     merges: tuple[Merge, ...] = ()
     split_ratios: dict[int, float] = field(default_factory=dict)
+    split_p_values: dict[int, float] = field(default_factory=dict)
 
 
 def _argmin_cluster(row: NDArray[np.float64], ids: list[int]) -> int:
@@ -374,6 +375,7 @@ class _Candidate:
     parent: int
     moved: tuple[int, ...]
     ratio: float
+    p_value: float
 
 
 def _split_candidate(
@@ -382,9 +384,10 @@ def _split_candidate(
     probe: tuple[int, ...],
     groups: Mapping[int, list[int]],
     config: ClusteringConfig,
-) -> tuple[float, _Candidate | None]:
-    """The split test of cluster ``c`` along its probe (module doc, step 2): the best
-    cut's ``W2 / W1`` and the split it would make, if it passes."""
+    seed: str,
+) -> tuple[float, float, _Candidate | None]:
+    """The split rule of cluster ``c`` along its probe (module doc, step 2): the best
+    cut's ``W2 / W1``, its p-value, and the split it would make if it passes."""
     refs = distances.refs
     col = [cid for cid, _ in refs.clusters].index(c)
     probe_col = len(refs.clusters) + [cid for cid, _ in refs.probes].index(c)
@@ -392,144 +395,141 @@ def _split_candidate(
     row = {p: n for n, p in enumerate(refs.participants)}
     rows = [row[i] for i in members]
     D = distances.point
-    in_probe = np.isin(members, probe)
-    f = probe_coordinates(D[rows, col], D[rows, probe_col], in_probe)
-    beta = probe_between_fraction(D[rows, col], D[rows, probe_col], in_probe)
-    aside = far_members(
+    test = split_p_value(
         D[rows, col],
-        max_trim=config.max_trim,
-        trim_factor=config.trim_factor,
-        group_size=config.min_aggregation_size,
-    )
-    cut = best_cut(
-        f,
+        D[rows, probe_col],
+        np.isin(members, probe),
+        draws=config.null_draws,
+        seed=seed,
         min_size=config.min_aggregation_size,
         max_trim=config.max_trim,
         trim_factor=config.trim_factor,
-        aside=aside,
     )
+    cut = test.cut
     high = {members[n] for n in cut.high}
-    rest = set(members) - set(probe)
-    confirmed = min(len(high ^ set(probe)), len(high ^ rest)) <= PROBE_SLACK
-    passes = cut.ratio < config.split_threshold or (
-        confirmed and beta >= config.probe_fraction and cut.ratio < config.probe_ratio
-    )
     still = set(groups.get(c, []))
     high_part, low_part = sorted(still & high), sorted(still - high)
+    passes = test.p_value <= config.false_split_rate
     if not passes or min(len(high_part), len(low_part)) < config.min_aggregation_size:
-        return cut.ratio, None
+        return cut.ratio, test.p_value, None
     if len(high_part) != len(low_part):
         moved = min(high_part, low_part, key=len)
     else:  # the part without the lowest id moves: independent of the probe drawn
         moved = low_part if high_part[0] < low_part[0] else high_part
-    return cut.ratio, _Candidate(c, tuple(moved), cut.ratio)
+    return cut.ratio, test.p_value, _Candidate(c, tuple(moved), cut.ratio, test.p_value)
 
 
-def _split_step(
-    distances: Distances,
-    groups: dict[int, list[int]],
-    assignment: dict[int, int],
-    next_id: int,
-    config: ClusteringConfig,
-) -> tuple[list[Split], dict[int, float], int]:
-    """Step 2 (module docstring): test every cluster with a probe and split the one whose
-    passing cut has the least ``W2 / W1``, unless ``max_clusters`` clusters exist already.
-
-    Updates ``groups`` and ``assignment`` in place; returns the split (zero or one), the
-    ``W2 / W1`` of every tested cluster and the next unused cluster id.
-    """
-    refs = distances.refs
-    sizes = {c: len(members) for c, members in refs.clusters}
-    ratios: dict[int, float] = {}
-    best: _Candidate | None = None
-    for c, probe in refs.probes:
-        if not 2 <= len(probe) <= sizes[c] - 2:
-            continue  # no axis to measure
-        ratios[c], candidate = _split_candidate(distances, c, probe, groups, config)
-        if candidate is not None and (best is None or candidate.ratio < best.ratio):
-            best = candidate
-    if best is None or len(groups) >= config.max_clusters:
-        return [], ratios, next_id
-    child = next_id
-    for i in best.moved:
-        groups[best.parent].remove(i)
-        assignment[i] = child
-    groups[child] = list(best.moved)
-    return [Split(best.parent, child, best.moved, best.ratio)], ratios, next_id + 1
-
-
-def _closest_mergeable(
+def _spread_merge(
     distances: Distances, groups: Mapping[int, list[int]], config: ClusteringConfig
-) -> tuple[float, int, int] | None:
-    """Step 3's pair: the least ``E[c, c']`` below ``merge_factor * (s_c + s_c') / 2``,
-    ``s_c`` the median ``D[i, c]`` over the present members ``i`` of ``c``; ``(E, c, c')``
-    with ``c < c'`` in the announced order, or ``None``."""
+) -> Merge | None:
+    """The closest pair of clusters whose centres are nearer than ``merge_factor`` times
+    their mean median spread (module doc, step 3), or None."""
     refs = distances.refs
     ids = [c for c, _ in refs.clusters]
+    col_of = {c: n for n, c in enumerate(ids)}
     row = {p: n for n, p in enumerate(refs.participants)}
     D = distances.point
-    spread: dict[int, float] = {}
-    for col, c in enumerate(ids):
+    spread = {}
+    for c in ids:
         in_c = [i for i in groups.get(c, []) if i in row]
         if in_c:
-            spread[c] = statistics.median(float(D[row[i], col]) for i in in_c)
+            spread[c] = statistics.median(float(D[row[i], col_of[c]]) for i in in_c)
     best: tuple[float, int, int] | None = None
-    for a, b in itertools.combinations(range(len(ids)), 2):
-        ca, cb = ids[a], ids[b]
-        if ca not in spread or cb not in spread:
-            continue
-        e = float(distances.centre[a, b])
-        if e < config.merge_factor * (spread[ca] + spread[cb]) / 2 and (
-            best is None or e < best[0]
-        ):
-            best = (e, ca, cb)
-    return best
-
-
-def _merge_step(
-    distances: Distances,
-    groups: dict[int, list[int]],
-    assignment: dict[int, int],
-    config: ClusteringConfig,
-) -> list[Merge]:
-    """Step 3 (module docstring): merge the closest qualifying pair into the lower id.
-
-    Updates ``groups`` and ``assignment`` in place; returns the merge (zero or one).
-    """
-    best = _closest_mergeable(distances, groups, config)
-    if best is None:
-        return []
-    e, kept, removed = best
-    for i in groups.pop(removed, []):
-        assignment[i] = kept
-        groups[kept].append(i)
-    groups[kept].sort()
-    return [Merge(kept, removed, e)]
+    for a in range(len(ids)):
+        for b in range(a + 1, len(ids)):
+            ca, cb = ids[a], ids[b]
+            if ca not in spread or cb not in spread:
+                continue
+            e = float(distances.centre[a, b])
+            if e < config.merge_factor * (spread[ca] + spread[cb]) / 2 and (
+                best is None or e < best[0]
+            ):
+                best = (e, ca, cb)
+    return None if best is None else Merge(best[1], best[2], best[0])
 
 
 def secpc_step(
-    distances: Distances, membership: Membership, config: ClusteringConfig
+    distances: Distances,
+    membership: Membership,
+    config: ClusteringConfig,
+    *,
+    salt: str | None = None,
+    undo: tuple[int, int] | None = None,
+    frozen: frozenset[int] = frozenset(),
 ) -> StepResult:
     """The clustering step (module docstring); a pure function of its inputs.
 
-    The four steps: :func:`_assign` (1), :func:`_split_step` (2), :func:`_merge_step` (3,
-    only in a round without a split), then empty clusters are dropped (4).
+    ``salt``: the public seed of the split rule's null draws (the coordinator passes the
+    round's probe salt, :func:`crypto.refset_rules.probe_salt`; cluster ``c`` draws with
+    ``f"{salt}|{c}"``). ``undo``: ``(parent, child)``, a split to merge back this round
+    (step 3); ``frozen``: clusters that may not split this round.
 
     The result differs from ``membership`` by at most one split or one merge (and new
     participants joining), the change participants accept next round
     (:func:`crypto.refset_rules.check_membership_change`); its probes are empty (the next
-    round draws them from its beacon).
+    round draws them from its beacon). Its ``watches`` and ``frozen`` are empty: the
+    accuracy review keeps them (:func:`crypto.split_review.advance`).
     """
-    # 1. assign: members keep their cluster; late joiners join the cheapest one.
+    refs = distances.refs
     assignment, groups = _assign(distances, membership)
-    # 2. split: the tested cluster whose passing cut is cleanest, at most one per round.
-    splits, ratios, next_id = _split_step(distances, groups, assignment, membership.next_id, config)
-    # 3. merge (only in a round without a split): the closest qualifying pair.
-    merges = [] if splits else _merge_step(distances, groups, assignment, config)
+    if undo is not None and not (undo[0] in groups and undo[1] in groups):
+        raise ParameterError("undo", f"clusters {undo} must both exist to be merged back")
+
+    # 2. split: the tested cluster whose passing cut is most significant, at most one.
+    next_id = membership.next_id
+    ratios: dict[int, float] = {}
+    p_values: dict[int, float] = {}
+    best_split: _Candidate | None = None
+    for c, probe in refs.probes:
+        if not 2 <= len(probe) <= len(dict(refs.clusters)[c]) - 2:
+            continue  # no axis to measure
+        seed = f"{'unsalted' if salt is None else salt}|{c}"
+        ratios[c], p_values[c], candidate = _split_candidate(
+            distances, c, probe, groups, config, seed
+        )
+        if candidate is None or c in frozen:
+            continue
+        if best_split is None or (candidate.p_value, candidate.ratio) < (
+            best_split.p_value,
+            best_split.ratio,
+        ):
+            best_split = candidate
+    splits: list[Split] = []
+    if undo is None and best_split is not None and len(groups) < config.max_clusters:
+        child = next_id
+        next_id += 1
+        for i in best_split.moved:
+            groups[best_split.parent].remove(i)
+            assignment[i] = child
+        groups[child] = list(best_split.moved)
+        splits.append(
+            Split(best_split.parent, child, best_split.moved, best_split.ratio, best_split.p_value)
+        )
+
+    # 3. merge (only in a round without a split): an undo, else the closest close pair.
+    merges: list[Merge] = []
+    if undo is not None:
+        kept, removed = undo
+        col_of = {c: n for n, c in enumerate(c for c, _ in refs.clusters)}
+        e = (
+            float(distances.centre[col_of[kept], col_of[removed]])
+            if kept in col_of and removed in col_of
+            else -1.0  # not both measured this round
+        )
+        merge: Merge | None = Merge(kept, removed, e, undo=True)
+    else:
+        merge = None if splits else _spread_merge(distances, groups, config)
+    if merge is not None:
+        for i in groups.pop(merge.removed, []):
+            assignment[i] = merge.kept
+            groups[merge.kept].append(i)
+        groups[merge.kept].sort()
+        merges.append(merge)
+
     # 4. drop empty clusters.
     clusters = tuple((c, tuple(sorted(m))) for c, m in sorted(groups.items()) if m)
     new_membership = Membership(clusters, (), next_id)
-    return StepResult(new_membership, assignment, tuple(splits), tuple(merges), ratios)
+    return StepResult(new_membership, assignment, tuple(splits), tuple(merges), ratios, p_values)
 
 
 def inherit_prompts(

@@ -243,7 +243,7 @@ def _federation(args: argparse.Namespace, width: int) -> dict[str, Any]:
             "min_aggregation_size": 3,
             "max_clusters": 4,
         },
-        "clustering": {"split_threshold": args.split_threshold},  # None: the signal's default
+        "clustering": {"false_split_rate": args.false_split_rate},
         "rounds": {"total": args.rounds, "warmup_rounds": 0, "lr_global": 1.0},
         "deadlines": {"sharing_s": 240, "distances_s": 120, "aggregation_s": 120},
         "operators_see_distances": False,
@@ -305,12 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         "or its trained prompt's movement (prompt, the SecFPP paper's choice)",
     )
     parser.add_argument(
-        "--split-threshold",
+        "--false-split-rate",
         type=float,
-        default=None,
-        help="SecPC splits a cluster when its W2/W1 falls below this (or when the cut "
-        "confirms a probe holding a large share of the cluster's spread, docs/protocol.md "
-        "4); default: the signal's (0.02 data, 0.03 prompt)",
+        default=0.01,
+        help="SecPC splits a cluster when its cut's p-value against simulated single-group "
+        "clusters of its size and spread is at most this: the chance that a single group "
+        "splits in one round (docs/protocol.md, 'Clustering step'; default 0.01)",
     )
     parser.add_argument(
         "--alpha",
@@ -380,9 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         admin = deployment.admin
         _say(f"{args.participants} participants enrolled and running (logs in {work / 'logs'})")
         config = federation["config"]
-        rules = ClusteringPolicy.model_validate(config["clustering"]).split_rules(
-            config["reduction"]["signal"]
-        )
+        rules = ClusteringPolicy.model_validate(config["clustering"]).false_split_rate
         for number in range(1, args.rounds + 1):
             _run_round(admin, fid, number, procs, record, index_of, rules)
         for p in range(args.participants):
@@ -524,10 +522,9 @@ def _run_round(
     procs: ProcessGroup,
     record: DemoRecord,
     index_of: dict[int, int],
-    rules: tuple[float, float, float],
+    rules: float,
 ) -> None:
-    """One round, printed as it goes; ``rules`` are the federation's split rules in force
-    (``split_threshold, probe_fraction, probe_ratio``)."""
+    """One round, printed as it goes; ``rules`` is the federation's false-split rate."""
     deadline = time.monotonic() + 600
     while True:
         r = admin.post(f"/v1/federations/{fid}/rounds")
@@ -572,20 +569,18 @@ def _run_round(
         _say(f"  {line}")
     tests = _split_tests(status)
     if tests:
-        threshold, _, ratio = rules
-        _say(
-            f"  split test (split when W2/W1 < {threshold:g}, or < {ratio:g} when the cut "
-            f"confirms the probe): {tests}"
-        )
+        _say(f"  split rule (split when the cut's p-value <= {rules:g}): {tests}")
 
 
 def _split_tests(status: dict[str, Any]) -> str:
-    """The clustering event's split statistics, e.g. ``cluster 0: W2/W1 0.21``."""
+    """The clustering event's split statistics, e.g. ``cluster 0: W2/W1 0.21 (p 0.350)``."""
     for event in status.get("events") or []:
         detail = event.get("detail") or {}
         if "split_ratios" in detail:
+            p_values = detail.get("split_p_values") or {}
             return ", ".join(
-                f"cluster {c}: W2/W1 {r:.3f}" for c, r in sorted(detail["split_ratios"].items())
+                f"cluster {c}: W2/W1 {r:.3f}" + (f" (p {p_values[c]:.3f})" if c in p_values else "")
+                for c, r in sorted(detail["split_ratios"].items())
             )
     return ""
 

@@ -84,7 +84,7 @@ class SimulateSpec:
     (give the group sizes themselves as shares and ``participants`` their sum for exact sizes);
     ``images`` / ``test_images``: training and held-out images per participant (mean);
     ``clustering``: the federation's clustering policy (the coordinator's split settings, e.g.
-    ``{"split_threshold": 0.05}``; empty: its defaults).
+    ``{"false_split_rate": 0.05}``; empty: its defaults).
     """
 
     domains: list[DomainEntry] = field(default_factory=list)
@@ -449,7 +449,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         help="a clustering-policy setting of the federation (repeat), VALUE as JSON, e.g. "
-        "split_threshold=0.05",
+        "false_split_rate=0.05",
     )
     parser.add_argument("--min-aggregation-size", type=int, help="smallest cluster (3)")
     parser.add_argument("--lr", type=float, help="prompt learning rate (0.01)")

@@ -139,12 +139,15 @@ def federation_rows(session: Session) -> list[FederationRow]:
 
 @dataclass
 class SplitRow:
-    """One tested cluster of one round: the split statistic ``W2/W1`` and the verdict."""
+    """One tested cluster of one round: the split statistic ``W2/W1``, its p-value against
+    the fitted single-group null (None: a round decided by the retired fixed thresholds)
+    and the verdict."""
 
     round: int
     cluster: int
     ratio: float
     split: bool
+    p_value: float | None = None
 
 
 @dataclass
@@ -200,9 +203,9 @@ class FederationView:
     """Rounds published so far."""
 
     @property
-    def split_threshold(self) -> float:
-        """The split threshold in force (the configured one, else the signal's default)."""
-        return self.config.clustering.split_rules(self.config.reduction.signal)[0]
+    def false_split_rate(self) -> float:
+        """``alpha``: a tested cluster splits when its cut's p-value is at most this."""
+        return self.config.clustering.false_split_rate
 
 
 @dataclass
@@ -297,8 +300,16 @@ def _clustering(
             if "split_ratios" in detail:
                 parents = {int(s["parent"]) for s in detail.get("splits", [])}
                 ratios = sorted(detail["split_ratios"].items(), key=lambda kv: int(kv[0]))
+                p_values = detail.get("split_p_values", {})
                 view.splits += [
-                    SplitRow(rnd.number, int(c), float(r), int(c) in parents) for c, r in ratios
+                    SplitRow(
+                        rnd.number,
+                        int(c),
+                        float(r),
+                        int(c) in parents,
+                        None if p_values.get(c) is None else float(p_values[c]),
+                    )
+                    for c, r in ratios
                 ]
             if "decoded_distances" in detail:
                 distances = int(detail["decoded_distances"])

@@ -434,14 +434,17 @@ def _split_chart(view: pages.FederationView) -> Any:
         return None
     smallest: dict[int, float] = {}
     for row in view.splits:
-        smallest[row.round] = min(row.ratio, smallest.get(row.round, row.ratio))
-    threshold, _, _ = view.config.clustering.split_rules(view.config.reduction.signal)
+        if row.p_value is not None:
+            smallest[row.round] = min(row.p_value, smallest.get(row.round, row.p_value))
+    if not smallest:
+        return None
+    alpha = view.config.clustering.false_split_rate
     return charts.line_chart(
-        [charts.Series("smallest W2/W1", sorted(smallest.items()), charts.PALETTE[0], "main")],
+        [charts.Series("smallest p-value", sorted(smallest.items()), charts.PALETTE[0], "main")],
         x_label="round",
-        y_label="smallest W2/W1 of the tested clusters",
-        y_range=(0.0, 1.15 * max(threshold, *smallest.values())),
-        hline=(threshold, f"split threshold {threshold:g}"),
+        y_label="smallest split p-value of the tested clusters",
+        y_range=(0.0, 1.05),
+        hline=(alpha, f"false-split rate {alpha:g}"),
         height=200,
     )
 

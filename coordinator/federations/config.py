@@ -325,55 +325,60 @@ class ReductionConfig(_Frozen):
     )
 
 
-SPLIT_DEFAULTS: dict[str, tuple[float, float, float]] = {
-    "data": (0.02, 0.40, 0.03),
-    "prompt": (0.03, 0.30, 0.15),
-}
-"""Default ``(split_threshold, probe_fraction, probe_ratio)`` per reduction signal (the two
-split rules, docs/protocol.md section 4). Prompt directions: measured on the demo's prompts
-(README, "Clustering on the demo's setting"). Data signals: ``python -m bench.signal_replay``, the
-clustering step on the mean image embeddings of the benchmark settings (20 seeds x alpha
-0.5 / 5 x 8 / 10 participants, six rounds; docs/protocol.md, "What SecPC clusters"): the
-domain cut's ``W2/W1`` was at most 0.017 (median 0.001), no single-domain federation came
-below 0.020; one domain against two others holds only 0.39-0.54 of the spread (as much as
-the best partition of one domain), so the probe rule relies on a clean cut (``< 0.03``)
-instead."""
+_RETIRED_SPLIT_SETTINGS = frozenset(
+    {
+        "split_rule",
+        "axis_split_ratio",
+        "split_ratio",
+        "split_threshold",
+        "probe_fraction",
+        "probe_ratio",
+    }
+)
+"""Clustering settings of earlier split rules, dropped when a stored federation loads."""
 
 
 class ClusteringPolicy(_Frozen):
     """Parameters of the SecPC clustering step (docs/protocol.md, "Clustering step")."""
 
-    split_threshold: float | None = Field(
-        default=None,
+    false_split_rate: float = Field(
+        default=0.01,
         gt=0,
-        le=1,
+        le=0.5,
         allow_inf_nan=False,
         description=(
-            "A cluster splits when W2/W1, the within-part over total sum of squares of the "
-            "best two-means cut of its members' coordinates on the probe axis, is below "
-            "this (or when the cut confirms a probe that holds a large share of the "
-            "cluster's spread, docs/protocol.md section 4). Higher splits more readily "
-            "(more false splits on small clusters). null: the reduction signal's default "
-            "(0.02 for 'data', 0.03 for 'prompt')."
+            "alpha: the probability that one tested cluster holding a single group splits in "
+            "one round. A cluster splits when the p-value of its best two-means cut (W2/W1 "
+            "on the probe axis) against null_draws simulated single-Gaussian clusters of "
+            "its size and spread is at most this (docs/protocol.md, 'Clustering step'). "
+            "The same for every data set and signal; over T tested rounds a single group "
+            "splits with probability at most T * alpha."
         ),
     )
-    probe_fraction: float | None = Field(
-        default=None,
-        gt=0,
-        le=1.5,
-        allow_inf_nan=False,
-        description="The second split rule: a cut that confirms the probe partition splits "
-        "when that partition holds at least this share of the cluster's full-dimensional "
-        "spread (above 1: never) and its cut's W2/W1 is below probe_ratio. null: the "
-        "reduction signal's default (0.40 for 'data', 0.30 for 'prompt').",
+    null_draws: int = Field(
+        default=199,
+        ge=19,
+        le=9999,
+        description="Null clusters drawn per split decision (from the round's beacon; "
+        "anyone can recompute them). alpha * (null_draws + 1) should be a whole number.",
     )
-    probe_ratio: float | None = Field(
-        default=None,
-        gt=0,
+    undo_tolerance: float | None = Field(
+        default=0.01,
+        ge=0,
         le=1,
         allow_inf_nan=False,
-        description="The W2/W1 bound of the second split rule (see probe_fraction). null: the "
-        "reduction signal's default (0.03 for 'data', 0.15 for 'prompt').",
+        description="A split is undone (merged back) when its members' mean reported "
+        "accuracy, undo_after rounds later, is more than this below their mean before "
+        "the split (0.01: one point). null: splits are never reviewed.",
+    )
+    undo_after: int = Field(
+        default=2, ge=2, le=20, description="Rounds from a split to its accuracy review."
+    )
+    resplit_cooldown: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Rounds a cluster whose split was undone may not split again.",
     )
     max_trim: int = Field(
         default=2, ge=0, le=4, description="Outlying members set aside before the split cut."
@@ -388,27 +393,14 @@ class ClusteringPolicy(_Frozen):
     )
     merge_factor: float = Field(default=1.0, ge=0, le=limits.MAX_MERGE_FACTOR, allow_inf_nan=False)
 
-    def split_rules(self, signal: str) -> tuple[float, float, float]:
-        """``(split_threshold, probe_fraction, probe_ratio)`` in force for a federation whose
-        reduction signal is ``signal``: the values set here, else :data:`SPLIT_DEFAULTS`."""
-        defaults = SPLIT_DEFAULTS[signal]
-        chosen = (self.split_threshold, self.probe_fraction, self.probe_ratio)
-        threshold, fraction, ratio = (
-            d if c is None else c for c, d in zip(chosen, defaults, strict=True)
-        )
-        return threshold, fraction, ratio
-
     @model_validator(mode="before")
     @classmethod
     def _drop_retired_rules(cls, data: object) -> object:
-        # Federations stored before the probe rule carry the singleton/axis settings; they
-        # no longer apply (the probe rule replaced both), so they are dropped on load.
+        # Federations stored before the probe rule carry the singleton/axis settings, and
+        # those stored before the calibrated rule its fixed thresholds; they no longer
+        # apply (the calibrated rule replaced them all), so they are dropped on load.
         if isinstance(data, dict):
-            return {
-                k: v
-                for k, v in data.items()
-                if k not in ("split_rule", "axis_split_ratio", "split_ratio")
-            }
+            return {k: v for k, v in data.items() if k not in _RETIRED_SPLIT_SETTINGS}
         return data
 
 

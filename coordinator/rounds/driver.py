@@ -483,10 +483,18 @@ class RoundDriver:
             results = store.results_of(
                 session, rnd.id, Stage.DISTANCES, state.responders[Stage.DISTANCES.value]
             )
+            accuracy = store.reported_accuracy(session, rnd.federation_id, rnd.number)
+            salt = probe_salt_of(rnd.federation_id, rnd.number, state)
             return self._timed(
                 Stage.DISTANCES,
                 lambda: run_clustering(
-                    state, config, results, federation_id=rnd.federation_id, number=rnd.number
+                    state,
+                    config,
+                    results,
+                    federation_id=rnd.federation_id,
+                    number=rnd.number,
+                    salt=salt,
+                    accuracy=accuracy,
                 ),
             )
         if stage not in UPLOAD_STAGES:

@@ -14,6 +14,7 @@ number of contributors); prompts are flat float64 vectors of ``n_ctx * dim`` val
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.refset_rules import effective_minimum
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.secpc import decode_distances
+from secfpp.crypto.split_review import ReviewPolicy, advance, review
 from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,8 @@ def run_clustering(
     *,
     federation_id: str = "",
     number: int = 0,
+    salt: str | None = None,
+    accuracy: Mapping[int, Mapping[int, float]] | None = None,
 ) -> Outcome:
     """Decode the SecPC distances (Reed-Solomon when redundant) and run the clustering step.
 
@@ -173,6 +177,11 @@ def run_clustering(
     contributors' noise; the outcome's ledger holds the release's record
     (:meth:`crypto.dp.distance.DistanceNoise.record`) for ``federation_id``, round
     ``number``.
+
+    ``salt``: the round's probe salt (:func:`coordinator.rounds.probes.probe_salt_of`), which
+    also keys the split rule's public null draws. ``number`` and ``accuracy`` (round ->
+    participant -> reported ``accuracy``) drive the accuracy review of earlier splits
+    (:mod:`crypto.split_review`); without them no split is undone.
     """
     params = config.crypto_params()
     refs = state.refs_obj()
@@ -207,16 +216,21 @@ def run_clustering(
             received=points.names(err.received),
         )
     membership = state.membership_obj()
-    split_threshold, probe_fraction, probe_ratio = config.clustering.split_rules(
-        config.reduction.signal
+    policy = config.clustering
+    review_policy = ReviewPolicy(
+        tolerance=0.0 if policy.undo_tolerance is None else policy.undo_tolerance,
+        after=policy.undo_after,
+        cooldown=policy.resplit_cooldown,
+        min_reporters=params.min_aggregation_size,
+        enabled=policy.undo_tolerance is not None and accuracy is not None,
     )
+    decided = review(membership, number, accuracy or {}, review_policy)
     step = secpc_step(
         distances,
         membership,
         ClusteringConfig(
-            split_threshold=split_threshold,
-            probe_fraction=probe_fraction,
-            probe_ratio=probe_ratio,
+            false_split_rate=policy.false_split_rate,
+            null_draws=policy.null_draws,
             max_trim=config.clustering.max_trim,
             trim_factor=config.clustering.trim_factor,
             merge_factor=config.clustering.merge_factor,
@@ -224,7 +238,11 @@ def run_clustering(
             min_reference_size=effective_minimum(params.min_reference_size),
             max_clusters=params.max_clusters,
         ),
+        salt=salt,
+        undo=decided.undo,
+        frozen=decided.frozen,
     )
+    step = advance(membership, step, decided, number, review_policy)
     state = state.model_copy(
         update={
             "rejected": {**state.rejected, Stage.DISTANCES.value: list(decoded.rejected)},
@@ -246,6 +264,10 @@ def run_clustering(
         "merges": state.step["merges"] if state.step else [],
         # The split statistic W2/W1 per tested cluster: why a cluster did or did not split.
         "split_ratios": state.step.get("split_ratios", {}) if state.step else {},
+        # Its p-value against the fitted single-group null: splits when <= false_split_rate.
+        "split_p_values": state.step.get("split_p_values", {}) if state.step else {},
+        # The accuracy review of earlier splits (crypto/split_review.py).
+        "split_reviews": [dataclasses.asdict(v) for v in decided.verdicts],
         "decoded_distances": int(distances.point.size + len(refs.cluster_pairs)),
     }
     if noise is None:

@@ -42,6 +42,7 @@ def step_to_dict(step: StepResult) -> dict[str, Any]:
         "splits": [asdict(s) for s in step.splits],
         "merges": [asdict(m) for m in step.merges],
         "split_ratios": {str(c): r for c, r in sorted(step.split_ratios.items())},
+        "split_p_values": {str(c): p for c, p in sorted(step.split_p_values.items())},
     }
 
 
@@ -55,11 +56,13 @@ def step_from_dict(data: dict[str, Any]) -> StepResult:
                 child=s["child"],
                 members=tuple(s["members"]),
                 ratio=s["ratio"],
+                p_value=s.get("p_value", 0.0),
             )
             for s in data["splits"]
         ),
         merges=tuple(Merge(**m) for m in data["merges"]),
         split_ratios={int(c): float(r) for c, r in data["split_ratios"].items()},
+        split_p_values={int(c): float(p) for c, p in data.get("split_p_values", {}).items()},
     )
 
 

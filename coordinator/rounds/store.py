@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, defer
 from secfpp.coordinator.db.models import (
     ClusterPrompt,
     CodedResult,
+    ParticipantMetric,
     PrivacyLedgerEntry,
     Round,
     RoundEvent,
@@ -40,6 +41,7 @@ __all__ = [
     "current_round",
     "generation_prompts",
     "ledger_records",
+    "reported_accuracy",
     "results_of",
     "sharers",
     "write_clusters",
@@ -239,3 +241,24 @@ def cas_state(session: Session, rnd: Round, state: dict[str, Any]) -> bool:
         .execution_options(synchronize_session=False)
     )
     return rowcount(result) == 1
+
+
+def reported_accuracy(
+    session: Session, federation_id: str, before: int
+) -> dict[int, dict[int, float]]:
+    """Round number -> participant index -> the ``accuracy`` metric participants reported
+    for the federation's rounds before ``before`` (the split review's input,
+    :mod:`crypto.split_review`)."""
+    rows = session.execute(
+        select(Round.number, ParticipantMetric.participant, ParticipantMetric.value)
+        .join(Round, Round.id == ParticipantMetric.round_id)
+        .where(
+            Round.federation_id == federation_id,
+            Round.number < before,
+            ParticipantMetric.name == "accuracy",
+        )
+    )
+    out: dict[int, dict[int, float]] = {}
+    for number, index, value in rows:
+        out.setdefault(int(number), {})[int(index)] = float(value)
+    return out

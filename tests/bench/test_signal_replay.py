@@ -27,13 +27,11 @@ def test_case_finds_the_first_parted_round_and_the_changes_after_it() -> None:
 
 def test_replay_parts_planted_groups_and_keeps_one_group_whole() -> None:
     rng = np.random.default_rng(2)
-    config = ClusteringConfig(split_threshold=0.02, probe_fraction=0.40, probe_ratio=0.03)
+    config = ClusteringConfig(false_split_rate=0.01, null_draws=99)
     centres = rng.standard_normal((2, 64)) * 2
     x = np.repeat(centres, 5, axis=0) + 0.1 * rng.standard_normal((10, 64))
     domains = ["a"] * 5 + ["b"] * 5
-    # Six rounds: a probe drawn from the beacon (crypto.refset_rules) that splits the two
-    # groups 3 / 2 gives a weak axis (W2/W1 about 0.05 here); 4 / 1 or better came in round
-    # 5 with these salts (the refined probes of earlier versions parted them in round 2).
+    # Six rounds of beacon-drawn probes (crypto.refset_rules) and the calibrated rule at 1%.
     history = replay(x, domains, config, rounds=6)
     assert _case(history, domains)["parted_round"] is not None
     assert history[-1] == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9)]
@@ -45,7 +43,7 @@ def test_quick_run_writes_its_rows(tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     assert main(["--quick", "--settings", "single", "two-domain", "--out", str(out)]) == 0
     got = json.loads(out.read_text())
-    assert got["rules"] == {"split_threshold": 0.02, "probe_fraction": 0.40, "probe_ratio": 0.03}
+    assert got["rules"] == {"false_split_rate": 0.01, "null_draws": 199}
     single, two = got["rows"]
     assert single["setting"] == "single"
     assert 0 <= single["false_splits"] <= single["seeds"] == 2

@@ -167,14 +167,17 @@ def test_a_refusal_drops_the_participant_for_the_round(harness: Any) -> None:
     assert "refusal" in kinds
 
 
-def test_split_threshold_is_configurable_and_validated(
+def test_split_rule_is_configurable_and_validated(
     client: TestClient, make_harness: Any, problem: Any, snapshot: Any
 ) -> None:
-    """The probe split test's threshold and trimming are settings; bad values: 422."""
+    """The split rule's false-split rate, null draws and trimming are settings; bad
+    values: 422."""
     before = snapshot()
     for bad in (
-        {"split_threshold": 0},
-        {"split_threshold": 1.5},
+        {"false_split_rate": 0},
+        {"false_split_rate": 0.9},
+        {"null_draws": 5},
+        {"undo_after": 1},
         {"max_trim": 9},
         {"trim_factor": 1.0},
         {"split_rule": "nearest", "unknown": 1},
@@ -182,7 +185,7 @@ def test_split_threshold_is_configurable_and_validated(
         r = client.post("/v1/federations", json=federation_request(clustering=bad), headers=ADMIN)
         problem(r, 422, "invalid_request")
     assert snapshot() == before
-    h = make_harness(client, clustering={"split_threshold": 0.2})
+    h = make_harness(client, clustering={"false_split_rate": 0.05, "null_draws": 99})
     first = h.status(h.run_round())
     detail = next(e["detail"] for e in first["events"] if "split_ratios" in e["detail"])
     assert set(detail["split_ratios"]) == {"0"}

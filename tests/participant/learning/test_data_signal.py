@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from secfpp.coordinator.federations.config import SPLIT_DEFAULTS, ClusteringPolicy, FederationCreate
+from secfpp.coordinator.federations.config import ClusteringPolicy, FederationCreate
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError
 from secfpp.participant.learning.features import FeatureSet
@@ -116,13 +116,13 @@ def test_the_trainer_refuses_an_unknown_signal(tiny_backbone: Backbone) -> None:
         PromptTrainer(strategy, train, train, epochs=1, reduction=None, signal="labels")
 
 
-def test_split_rules_follow_the_signal_unless_set() -> None:
-    assert ClusteringPolicy().split_rules("data") == SPLIT_DEFAULTS["data"] == (0.02, 0.40, 0.03)
-    assert ClusteringPolicy().split_rules("prompt") == SPLIT_DEFAULTS["prompt"]
-    assert SPLIT_DEFAULTS["prompt"] == (0.03, 0.30, 0.15)
-    policy = ClusteringPolicy(split_threshold=0.2, probe_fraction=0.5, probe_ratio=0.1)
-    assert policy.split_rules("data") == policy.split_rules("prompt") == (0.2, 0.5, 0.1)
-    assert ClusteringPolicy(probe_fraction=0.9).split_rules("prompt") == (0.03, 0.9, 0.15)
+def test_the_split_rule_has_one_setting_for_every_signal_and_drops_the_old_thresholds() -> None:
+    policy = ClusteringPolicy()
+    assert (policy.false_split_rate, policy.null_draws) == (0.01, 199)
+    stored = ClusteringPolicy.model_validate(
+        {"split_threshold": 0.2, "probe_fraction": 0.5, "probe_ratio": 0.1}
+    )
+    assert stored == policy  # a federation stored with the retired thresholds loads
 
 
 def test_the_federation_names_its_signal_and_refuses_others() -> None:
@@ -132,5 +132,5 @@ def test_the_federation_names_its_signal_and_refuses_others() -> None:
     assert FederationCreate.model_validate(chosen).reduction.signal == "prompt"
     with pytest.raises(ValidationError, match="signal"):
         FederationCreate.model_validate({**body, "reduction": {"signal": "labels"}})
-    with pytest.raises(ValidationError, match="probe_fraction"):
-        FederationCreate.model_validate({**body, "clustering": {"probe_fraction": 0}})
+    with pytest.raises(ValidationError, match="false_split_rate"):
+        FederationCreate.model_validate({**body, "clustering": {"false_split_rate": 0}})

@@ -1,4 +1,4 @@
-"""The probe split test of SecPC (docs/protocol.md, "Clustering step"): pure numpy.
+"""The probe split rule of SecPC (docs/protocol.md, "Clustering step"): pure numpy.
 
 Given, for the present members ``i`` of one cluster ``c`` (``n`` of them), the decoded
 squared distances ``D[i, c]`` to the cluster centre ``mu_c`` and ``D[i, P]`` to the centre
@@ -31,8 +31,28 @@ the same mean.
 
 **Two-means cut.** The sorted ``f`` are cut into a low and a high part, each of at least
 ``min_size`` members; the statistic is ``W2 / W1`` (least within-part sum of squares over
-the total sum of squares about the mean). A cluster splits when ``W2 / W1`` is below the
-threshold. The ratio is scale-free, so no estimate of ``|g_P|`` is needed.
+the total sum of squares about the mean). The ratio is scale-free, so no estimate of
+``|g_P|`` is needed.
+
+**Calibrated decision** (:func:`split_p_value`). Whether ``W2 / W1`` is small depends on
+the cluster's size, its probe, the trimming and the geometry of its spread, so no fixed
+threshold holds a false-split rate on data it was not tuned on. The rule compares the
+observed ratio with its distribution under a *fitted null*: one isotropic Gaussian group
+of the cluster's size in ``r_eff`` dimensions, where ``r_eff = 2 mean(D[., c])^2 /
+var(D[., c])`` (:func:`effective_dimension`) is the dimension whose chi-square law has the
+coefficient of variation of the decoded ``D[., c]`` (for a Gaussian with covariance
+eigenvalues ``lambda_k``, ``|x - mu|^2`` has mean ``sum lambda_k`` and variance
+``2 sum lambda_k^2``: ``r_eff`` is their participation ratio). ``B`` null clusters with the
+same members in the same probe are drawn, their exact ``D[., c]`` and ``D[., P]`` go
+through the same coordinates, trimming and cut, and the Monte Carlo p-value is
+``p = (1 + #{null ratio <= observed}) / (B + 1)``. The cluster passes when ``p <= alpha``,
+the federation's false-split rate: when the cluster is one such group and ``alpha (B + 1)``
+is an integer, ``P(p <= alpha) = alpha`` exactly (the observed ratio is one more
+exchangeable draw); ``W2 / W1`` is scale-free, so the null's scale and centre do not
+matter. The null draws are public: a deterministic stream (:class:`crypto.rng.DeterministicRandom`)
+keyed by the round's probe salt (a hash of the committed beacon) and the cluster id, so
+anyone holding the decoded distances recomputes the decision; it uses nothing but
+``D[., c]``, ``D[., P]`` and the probe, which the coordinator decodes anyway.
 
 **The probe partition in full dimension.** The same two distance columns also give the
 two-means statistic of the probe partition itself in all ``r`` dimensions:
@@ -67,15 +87,27 @@ import numpy as np
 from numpy.typing import NDArray
 
 from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.rng import DeterministicRandom
 
 __all__ = [
+    "MAX_NULL_DIMENSION",
     "Cut",
+    "SplitTest",
     "axis_projections",
     "best_cut",
+    "cluster_cut",
+    "effective_dimension",
     "far_members",
+    "null_ratios",
     "probe_between_fraction",
     "probe_coordinates",
+    "split_p_value",
 ]
+
+MAX_NULL_DIMENSION = 256
+"""Upper bound of the null's ``r_eff``: the law of ``W2 / W1`` under one Gaussian group
+settles as the dimension grows (the self term and the cross terms of ``f`` both scale with
+``sqrt(r)``), and the cost of a null draw is ``n r_eff`` normals."""
 
 _NOISE_ITERATIONS = 4
 """Fixed-point steps of the noise estimate ``nu`` (module doc): from the median of
@@ -249,3 +281,120 @@ def best_cut(
     high |= {j for j in trimmed if abs(f[j] - high_mean) < abs(f[j] - low_mean)}
     above = tuple(sorted(order[values > values.mean()].tolist()))
     return Cut(within / total, tuple(sorted(high)), tuple(trimmed), above)
+
+
+def cluster_cut(
+    d_centre: NDArray[np.float64],
+    d_probe: NDArray[np.float64],
+    in_probe: NDArray[np.bool_],
+    *,
+    min_size: int,
+    max_trim: int,
+    trim_factor: float,
+) -> Cut:
+    """The whole statistic of one cluster: far members set aside, self-corrected probe
+    coordinates, trimmed two-means cut (module doc). Inputs as :func:`probe_coordinates`."""
+    f = probe_coordinates(d_centre, d_probe, in_probe)
+    aside = far_members(d_centre, max_trim=max_trim, trim_factor=trim_factor, group_size=min_size)
+    return best_cut(f, min_size=min_size, max_trim=max_trim, trim_factor=trim_factor, aside=aside)
+
+
+def effective_dimension(d_centre: NDArray[np.float64]) -> int:
+    """``r_eff = round(2 mean(D)^2 / var(D))`` of the squared distances to the centre
+    (sample variance, ``ddof = 1``), clipped to ``[1,`` :data:`MAX_NULL_DIMENSION` ``]``;
+    the bound when the distances do not vary (module doc)."""
+    if d_centre.shape[0] < 2:
+        raise ParameterError("d_centre", "needs at least two members")
+    var = float(np.var(d_centre, ddof=1))
+    mean = float(np.mean(d_centre))
+    if not var > 0:
+        return MAX_NULL_DIMENSION
+    return int(min(max(round(2.0 * mean * mean / var), 1), MAX_NULL_DIMENSION))
+
+
+def null_ratios(
+    in_probe: NDArray[np.bool_],
+    dimension: int,
+    *,
+    draws: int,
+    seed: str,
+    min_size: int,
+    max_trim: int,
+    trim_factor: float,
+) -> NDArray[np.float64]:
+    """``W2 / W1`` of ``draws`` null clusters (module doc), shape ``(draws,)``.
+
+    Each null cluster is ``n = len(in_probe)`` independent ``N(0, I_dimension)`` points
+    (from :class:`~crypto.rng.DeterministicRandom` keyed by ``seed``: the same seed gives
+    the same ratios everywhere); its exact squared distances to its centre and to the
+    centre of the members marked ``in_probe`` go through :func:`cluster_cut`.
+    """
+    n = in_probe.shape[0]
+    if draws < 1:
+        raise ParameterError("draws", f"must be >= 1, not {draws}")
+    if not 1 <= dimension <= MAX_NULL_DIMENSION:
+        raise ParameterError("dimension", f"must be in [1, {MAX_NULL_DIMENSION}], not {dimension}")
+    points = DeterministicRandom(f"secfpp-split-null|{seed}").standard_normal((draws, n, dimension))
+    centre = points.mean(axis=1, keepdims=True)
+    probe = points[:, in_probe, :].mean(axis=1, keepdims=True)
+    d_centre = ((points - centre) ** 2).sum(axis=2)
+    d_probe = ((points - probe) ** 2).sum(axis=2)
+    out = np.empty(draws, dtype=np.float64)
+    for k in range(draws):
+        out[k] = cluster_cut(
+            d_centre[k],
+            d_probe[k],
+            in_probe,
+            min_size=min_size,
+            max_trim=max_trim,
+            trim_factor=trim_factor,
+        ).ratio
+    return out
+
+
+@dataclass(frozen=True)
+class SplitTest:
+    """The calibrated split decision of one cluster (module doc).
+
+    Attributes:
+        cut: the observed cut (its ``ratio`` is ``W2 / W1``).
+        p_value: ``(1 + #{null ratio <= ratio}) / (draws + 1)``; 1.0 when no cut exists.
+        dimension: the null's ``r_eff``.
+    """
+
+    cut: Cut
+    p_value: float
+    dimension: int
+
+
+def split_p_value(
+    d_centre: NDArray[np.float64],
+    d_probe: NDArray[np.float64],
+    in_probe: NDArray[np.bool_],
+    *,
+    draws: int,
+    seed: str,
+    min_size: int,
+    max_trim: int = 2,
+    trim_factor: float = 3.0,
+) -> SplitTest:
+    """The observed cut of one cluster and its Monte Carlo p-value against the fitted
+    null (module doc). Inputs as :func:`probe_coordinates`; ``seed`` must be public and
+    fixed before the distances are known (the round's probe salt and the cluster id)."""
+    cut = cluster_cut(
+        d_centre, d_probe, in_probe, min_size=min_size, max_trim=max_trim, trim_factor=trim_factor
+    )
+    dimension = effective_dimension(d_centre)
+    if not cut.high:
+        return SplitTest(cut, 1.0, dimension)
+    null = null_ratios(
+        in_probe,
+        dimension,
+        draws=draws,
+        seed=seed,
+        min_size=min_size,
+        max_trim=max_trim,
+        trim_factor=trim_factor,
+    )
+    below = int(np.count_nonzero(null <= cut.ratio))
+    return SplitTest(cut, (1.0 + below) / (draws + 1.0), dimension)
