@@ -49,16 +49,29 @@ timed on a codeword of random polynomials of the same degree
 (:func:`bench.crypto.decode.make_case`).
 The end-to-end committee path is also exercised by tests/crypto/test_committee.py.
 
+At ``N = 10,000`` (``--committee-only``: the all-to-all rows would need ``N^2`` envelopes
+and an ``O(N^2)`` decode at ``N = 10,000`` points) the distance stage is refused by the
+parameters themselves: its centre peak ``r (2 (N/2)^2 q)^2`` exceeds ``(p - 1) / 2`` for
+``p = 2^61 - 1`` even with zero fractional bits (:func:`crypto.params.largest_safe_bits`),
+so that stage is reported as refused, with the reason, rather than timed on a field that
+would wrap. ``--json`` writes every figure, the peak resident memory of the process
+(``ru_maxrss``) and each stage's bytes per participant and per member.
+
 Usage:  python -m bench.crypto.committee [--quick] [--n 1000] [--d 100000] [--sample 3]
+            [--committee-only] [--all-members] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -70,6 +83,7 @@ from bench.crypto.decode import make_case
 from secfpp.crypto.aggregation import decode_cluster_sum, member_sums, prepare_update
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.committee import plan_committee
+from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
 from secfpp.crypto.quantize import quantize
@@ -93,6 +107,39 @@ from secfpp.process.memory import retain_freed_memory
 
 REDUCED_DIM = 128
 CLUSTERS = 8
+
+
+def _params(n: int, collusion: float, dropout: float) -> CryptoParams:
+    """The federation's parameters; where the distance stage has no safe quantization at this
+    ``N`` (:func:`distance_refusal`), those of a federation with the clustering clip lowered
+    to the largest that fits, so that the aggregation stage (whose field does not depend on
+    it) can still be measured. The distance stage is then not timed."""
+    try:
+        return CryptoParams.for_federation(
+            n, reduced_dim=REDUCED_DIM, collusion_fraction=collusion, dropout_fraction=dropout
+        )
+    except ParameterError:
+        return CryptoParams.for_federation(
+            n,
+            reduced_dim=REDUCED_DIM,
+            collusion_fraction=collusion,
+            dropout_fraction=dropout,
+            clustering_clip=2.0**-20,
+        )
+
+
+def distance_refusal(n: int) -> str | None:
+    """Why the distance stage of ``N`` participants (default clip) is refused, or None."""
+    try:
+        CryptoParams.for_federation(n, reduced_dim=REDUCED_DIM)
+    except ParameterError as exc:
+        return str(exc)
+    return None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, MB (``ru_maxrss`` is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass(frozen=True)
@@ -132,9 +179,7 @@ def cpu(fn: Callable[[], object]) -> float:
 
 
 def setting(n: int, *, collusion: float, dropout: float, committee: bool) -> Setting:
-    params = CryptoParams.for_federation(
-        n, reduced_dim=REDUCED_DIM, collusion_fraction=collusion, dropout_fraction=dropout
-    )
+    params = _params(n, collusion, dropout)
     plan = plan_committee(
         n, collusion_fraction=collusion, dropout_fraction=dropout, size=None if committee else n
     )
@@ -204,11 +249,18 @@ def _open_all(
 
 
 def _member_inbox(
-    s: Setting, spec: FieldSpec, length: int, stage: str, rng: DeterministicRandom
+    s: Setting,
+    spec: FieldSpec,
+    length: int,
+    stage: str,
+    rng: DeterministicRandom,
+    senders: list[KeyPair] | None = None,
 ) -> tuple[KeyPair, list[KeyPair], list[bytes]]:
-    """``N - 1`` envelopes to one member, each a uniform share (see module doc)."""
+    """``N - 1`` envelopes to one member, each a uniform share (see module doc), from
+    ``senders`` (new key pairs when None)."""
     member = generate_keypair(rng)
-    senders = [generate_keypair(rng) for _ in range(s.n - 1)]
+    if senders is None:
+        senders = [generate_keypair(rng) for _ in range(s.n - 1)]
     inbox = [
         seal_share(
             k.private,
@@ -221,8 +273,14 @@ def _member_inbox(
     return member, senders, inbox
 
 
-def aggregation(s: Setting, d: int, sample: int, seed: int = 0) -> Cost:
-    """The aggregation stage (one cluster of everybody) for a ``d``-entry update."""
+def aggregation(
+    s: Setting, d: int, sample: int, seed: int = 0, *, all_members: bool = False
+) -> Cost:
+    """The aggregation stage (one cluster of everybody) for a ``d``-entry update.
+
+    ``all_members``: every one of the ``c`` members opens its own inbox of ``N - 1``
+    envelopes (fresh uniform shares from the same senders, sealed to that member's key,
+    untimed) and sums it, each timed; ``member_s`` is then the mean over all ``c``."""
     spec = s.params.aggregation_field
     code = LagrangeCode(spec.field, s.aggregation.k, s.aggregation.t, s.members)
     length, prime = code.chunk_length(d), spec.prime
@@ -255,6 +313,21 @@ def aggregation(s: Setting, d: int, sample: int, seed: int = 0) -> Cost:
 
     cold_s = cpu(member_work)  # a fresh process: its buffers' pages are faulted in first
     member_s = cpu(member_work)
+    member_times = [member_s]
+    if all_members:
+        del inbox
+        for _ in range(1, s.members):  # every other member, its own keys and shares
+            keys_j, _, inbox_j = _member_inbox(s, spec, length, "aggregation", rng, senders)
+            ring_j = _warm_ring(keys_j, senders, "aggregation")
+
+            def work_j(ring: KeyRing = ring_j, box: list[bytes] = inbox_j) -> None:
+                opened = _open_all(ring, senders, box, prime, length, "aggregation")
+                opened[s.n - 1] = own
+                member_sums(spec.field, opened, [tuple(range(s.n))])
+
+            member_times.append(cpu(work_j))
+            del inbox_j
+        member_s = sum(member_times) / len(member_times)
 
     bound = spec.quantum_bound()
     total = np.zeros(d, dtype=np.int64)
@@ -266,9 +339,16 @@ def aggregation(s: Setting, d: int, sample: int, seed: int = 0) -> Cost:
     decode_s = cpu(lambda: decoded.append(decode_cluster_sum(code, results, length=d)[0]))
     assert np.array_equal(decoded[0], total), "aggregation decode differs from the plaintext sum"
     result_bytes = len(pack_field_vector(rows[0], prime=prime))
+    if all_members:
+        who = (
+            f"all {s.members} members run, mean (max {max(member_times):.3f} s, first "
+            f"member's cold run {cold_s * 1e3:.0f} ms not counted)"
+        )
+    else:
+        who = f"one member, second run (first {cold_s * 1e3:.0f} ms)"
     how = (
         f"share: mean of {sample} after a first run of {first_s * 1e3:.1f} ms; member: uniform "
-        f"shares, second run (first {cold_s * 1e3:.0f} ms); decode: sharing of the sum"
+        f"shares, {who}; decode: sharing of the sum"
     )
     return Cost(share_s, member_s, decode_s, sizes[0], result_bytes, how)
 
@@ -343,7 +423,7 @@ def distances(s: Setting, sample: int, real: bool, seed: int = 1) -> Cost:
         uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
         compute_s = sum(cpu(lambda: coded_distances(code.field, uniform, refs)) for _ in range(2))
         compute_s /= 2
-        case = make_case(s.n, "distance", refs.result_length, 0)
+        case = make_case(s.n, "distance", refs.result_length, 0, code=code)
         assert (case.code.n, case.code.t) == (s.members, s.clustering.t)
         decode_s = cpu(lambda: case.code.decode(case.evaluations, degree=2))
         how = f"share: mean of {sample} after a first run of {first_s * 1e3:.1f} ms"
@@ -356,6 +436,24 @@ def distances(s: Setting, sample: int, real: bool, seed: int = 1) -> Cost:
 
 def _mb(n: float) -> str:
     return f"{n / 2**20:,.1f}"
+
+
+def as_row(s: Setting, c: Cost, code: CodeSpec, rss_mb: float) -> dict[str, Any]:
+    """One table row as JSON: CPU seconds per role and summed, bytes per role, memory."""
+    return {
+        "label": s.label,
+        "n": s.n,
+        "c": s.members,
+        "k": code.k,
+        "t": code.t,
+        **asdict(c),
+        "path_s": c.path(),
+        "total_s": c.total(s),
+        "bytes_up_per_participant": s.members * c.envelope_bytes,
+        "bytes_in_per_member": (s.n - 1) * c.envelope_bytes,
+        "bytes_results": s.members * c.result_bytes,
+        "peak_rss_mb": rss_mb,
+    }
 
 
 def report(title: str, rows: list[tuple[Setting, Cost]]) -> None:
@@ -392,10 +490,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--also-collusion", type=float, default=0.1, help="second f_c for the committee rows"
     )
+    parser.add_argument(
+        "--committee-only", action="store_true", help="no all-to-all rows (large N)"
+    )
+    parser.add_argument(
+        "--all-members",
+        action="store_true",
+        help="aggregation: run every committee member on its own inbox (not one sampled)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     retain_freed_memory()  # as the daemon and the coordinator do (secfpp/process/memory.py)
     n, d = (200, 8192) if args.quick else (args.n, args.d)
     compare = [m for m in ([50, 100] if args.quick else [100, 300]) if m < n] + [n]
+    if args.committee_only:
+        compare = [n]
     fractions = [args.collusion] + ([args.also_collusion] if args.also_collusion else [])
     print(
         f"CPU seconds, one BLAS thread, shared machine (ratios within one run are the steady "
@@ -404,7 +513,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = []
     for fc in fractions:
         settings.append((fc, setting(n, collusion=fc, dropout=args.dropout, committee=True)))
-        settings.append((fc, setting(n, collusion=fc, dropout=args.dropout, committee=False)))
+        if not args.committee_only:
+            settings.append((fc, setting(n, collusion=fc, dropout=args.dropout, committee=False)))
     settings += [
         (
             args.collusion,
@@ -412,13 +522,36 @@ def main(argv: list[str] | None = None) -> None:
         )
         for m in compare[:-1]
     ]
-    agg = [(s, aggregation(s, d, args.sample)) for _, s in settings]
+    out: dict[str, Any] = {
+        "n": n,
+        "d": d,
+        "r": REDUCED_DIM,
+        "dropout": args.dropout,
+        "sample": args.sample,
+        "timer": "cpu",
+        "aggregation": [],
+        "distances": [],
+        "distances_refused": None,
+    }
+    agg = []
+    for _, s in settings:
+        agg.append((s, aggregation(s, d, args.sample, all_members=args.all_members)))
+        out["aggregation"].append(as_row(s, agg[-1][1], s.aggregation, peak_rss_mb()))
     report(f"aggregation stage, d = {d} (f_c as in each setting's T)", agg)
-    dist = [
-        (s, distances(s, args.sample, real=s.members < s.n or s.n <= args.real_upto))
-        for _, s in settings
-    ]
-    report(f"distance stage, r = {REDUCED_DIM}, {CLUSTERS} clusters + probes", dist)
+    dist = []
+    for _, s in settings:
+        refused = distance_refusal(s.n)
+        if refused is not None:
+            out["distances_refused"] = f"N = {s.n}: {refused}"
+            continue
+        real = s.members < s.n or s.n <= args.real_upto
+        dist.append((s, distances(s, args.sample, real=real)))
+        out["distances"].append(as_row(s, dist[-1][1], s.clustering, peak_rss_mb()))
+    if out["distances_refused"]:
+        print(f"\n== distance stage refused by the parameters: {out['distances_refused']}")
+    if dist:
+        report(f"distance stage, r = {REDUCED_DIM}, {CLUSTERS} clusters + probes", dist)
+    print(f"\npeak resident memory of this process: {peak_rss_mb():,.0f} MB")
     first = first_contact_us()
     print(
         f"\nShares are sealed and opened through warm key rings (steady state). The first "
@@ -443,6 +576,22 @@ def main(argv: list[str] | None = None) -> None:
                 f"{plan.t} in the committee] = {float(plan.failure):.3g} ({bits}); tolerates "
                 f"{plan.dropouts} member dropouts"
             )
+            out.setdefault("plans", []).append(
+                {
+                    "label": s.label,
+                    "collusion": fc,
+                    "c": s.members,
+                    "colluders": plan.colluders,
+                    "t": plan.t,
+                    "failure": float(plan.failure),
+                    "dropouts": plan.dropouts,
+                }
+            )
+    out["first_contact_us"] = first
+    out["peak_rss_mb"] = peak_rss_mb()
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

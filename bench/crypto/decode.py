@@ -19,17 +19,19 @@ decode takes more than 5 s). ``old s`` is the pre-issue-12 Berlekamp-Welch decod
 One process, one BLAS thread (as the coordinator's decode worker). The development machine
 is shared, so wall-clock times are noisy; CPU seconds are the steadier figure.
 
-Usage:  python -m bench.crypto.decode [--quick]
+Usage:  python -m bench.crypto.decode [--quick] [--sizes 64 512] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -58,10 +60,14 @@ class Case:
     corrupted: tuple[int, ...]
 
 
-def make_case(n: int, stage: str, length: int, errors: int, seed: int = 0) -> Case:
-    """Results of ``n`` participants for ``stage``, ``errors`` of them replaced by noise."""
-    params = CryptoParams.for_federation(n)
-    code = params.clustering_lcc() if stage == "distance" else params.aggregation_lcc()
+def make_case(
+    n: int, stage: str, length: int, errors: int, seed: int = 0, code: LagrangeCode | None = None
+) -> Case:
+    """Results of ``n`` participants for ``stage``, ``errors`` of them replaced by noise;
+    ``code`` defaults to the one ``CryptoParams.for_federation(n)`` picks for the stage."""
+    if code is None:
+        params = CryptoParams.for_federation(n)
+        code = params.clustering_lcc() if stage == "distance" else params.aggregation_lcc()
     degree = 2 if stage == "distance" else 1
     p, threshold = code.field.prime, code.recovery_threshold(degree)
     rng = DeterministicRandom(seed)
@@ -112,9 +118,10 @@ def time_old(case: Case) -> float:
     return _timed(run)[0]
 
 
-def rows(quick: bool) -> list[tuple[int, str, int, str]]:
+def rows(quick: bool, sizes: list[int] | None = None) -> list[tuple[int, str, int, str]]:
     """(N, stage, L, errors) to run; errors is "0", "1" or "max"."""
-    sizes = [64, 512] if quick else [64, 128, 256, 512, 1024, 2048]
+    if sizes is None:
+        sizes = [64, 512] if quick else [64, 128, 256, 512, 1024, 2048]
     errors = ["0", "1", "max"]
     out = []
     for n in sizes:
@@ -132,14 +139,17 @@ def rows(quick: bool) -> list[tuple[int, str, int, str]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 64 and 512 only")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="N values to run")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args(argv)
+    table: list[dict[str, object]] = []
     old_limit = 64 if args.quick else 256
     print(f"load average at start: {os.getloadavg()[0]:.1f} (2-core machine, shared)")
     print(
         f"{'N':>5} {'stage':>11} {'deg':>3} {'K':>4} {'T':>4} {'R':>5} {'errors':>6} "
         f"{'L':>6} {'wall s':>7} {'cpu s':>7} {'old s':>7}"
     )
-    for n, stage, length, errs in rows(args.quick):
+    for n, stage, length, errs in rows(args.quick, args.sizes):
         probe = make_case(n, stage, 1, 0)
         threshold = probe.code.recovery_threshold(probe.degree)
         count = {"0": 0, "1": 1, "max": (n - threshold) // 2}[errs]
@@ -151,6 +161,23 @@ def main(argv: list[str] | None = None) -> None:
             f"{threshold:>5} {count:>6} {length:>6} {wall:>7.3f} {cpu:>7.3f} {old}",
             flush=True,
         )
+        table.append(
+            {
+                "n": n,
+                "stage": stage,
+                "degree": case.degree,
+                "k": case.code.k,
+                "t": case.code.t,
+                "r": threshold,
+                "errors": count,
+                "length": length,
+                "wall_s": wall,
+                "cpu_s": cpu,
+            }
+        )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"rows": table}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

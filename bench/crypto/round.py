@@ -12,15 +12,22 @@ Measures, in one process with one BLAS thread:
    probes): sharing, every participant's coded distances, decoding;
 3. field matmul throughput as a fraction of float64 GEMM on the round's shapes.
 
-Usage:  python -m bench.crypto.round [--quick]
+Usage:  python -m bench.crypto.round [--quick] [--n 10 50 100] [--d 8192 100000]
+            [--secpc-n 32 100] [--dropout 0.25] [--warm-rings] [--cpu] [--json PATH]
+
+``--json`` also writes every figure (seconds per phase, the plain sum, the field/GEMM
+fractions) to a file, as :mod:`bench.report` reads it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -50,8 +57,11 @@ from secfpp.crypto.wire import (
     vector_size,
 )
 
+CLOCK: list[Callable[[], float]] = [time.perf_counter]  # main(--cpu): time.process_time
 
-def _timed(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
+
+def _timed(fn: Callable[[], object], clock: Callable[[], float] | None = None) -> float:
+    clock = clock or CLOCK[0]
     start = clock()
     fn()
     return clock() - start
@@ -64,6 +74,7 @@ def aggregation_round(
     *,
     warm_rings: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    dropout: float = 0.0,
 ) -> dict[str, float]:
     """One full secure-aggregation round; returns seconds per phase (of ``clock``).
 
@@ -74,6 +85,11 @@ def aggregation_round(
     rows of one buffer, unpacked at once (:func:`open_share_into`,
     :func:`unpack_field_vectors`). Otherwise: bare private keys (one X25519 exchange per
     envelope and side) and one pack, open and unpack call per envelope.
+
+    ``dropout``: a fraction ``floor(dropout * N)`` of the participants (drawn with ``seed``)
+    drop after sharing: their shares are in everybody's inbox, but they neither open nor
+    sum, so the coordinator decodes from the other results (at most ``D`` may be missing,
+    what the code tolerates). The decoded mean is still over all ``N`` updates.
     """
     params = CryptoParams.for_federation(n, reduced_dim=128)
     spec, code = params.aggregation_field, params.aggregation_lcc()
@@ -88,6 +104,7 @@ def aggregation_round(
                 own.exchange(peer)  # an earlier round met every peer (untimed)
     updates = np.random.default_rng(seed).normal(0, 0.01, (n, d))
     inbox: list[dict[int, bytes]] = [{} for _ in range(n)]
+    dropped = set(np.random.default_rng(seed + 1).permutation(n)[: int(dropout * n)].tolist())
 
     def context(i: int, j: int) -> ShareContext:
         return ShareContext("bench", 1, "sharing", i, j)
@@ -110,6 +127,8 @@ def aggregation_round(
         if warm_rings:
             plain = np.empty((n, vector_size(prime, length)), dtype=np.uint8)
             for j in range(n):
+                if j in dropped:
+                    continue
                 senders = sorted(inbox[j])
                 for row, i in enumerate(senders):
                     open_share_into(
@@ -121,6 +140,8 @@ def aggregation_round(
                 results[j] = member_sums(code.field, opened, [tuple(range(n))])[0]
             return
         for j in range(n):
+            if j in dropped:
+                continue
             opened = {
                 i: unpack_field_vector(
                     open_share(keys[j][0], keys[i][1], env, context=context(i, j)),
@@ -145,6 +166,7 @@ def aggregation_round(
     return {
         "k": code.k,
         "t": code.t,
+        "dropped": len(dropped),
         "share_seal": t_share,
         "open_sum": t_open,
         "decode": t_decode,
@@ -216,9 +238,35 @@ def matmul_ratio(n: int, k: int, cols: int, repeat: int = 5) -> tuple[float, flo
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only (smoke run)")
+    parser.add_argument("--n", type=int, nargs="+", default=None, help="round sizes N")
+    parser.add_argument("--d", type=int, nargs="+", default=None, help="update lengths d")
+    parser.add_argument(
+        "--secpc-n", type=int, nargs="+", default=None, help="distance-stage sizes N"
+    )
+    parser.add_argument(
+        "--dropout", type=float, default=0.0, help="fraction dropping after sharing"
+    )
+    parser.add_argument(
+        "--warm-rings", action="store_true", help="the daemon's steady state (key rings, batches)"
+    )
+    parser.add_argument(
+        "--cpu", action="store_true", help="CPU seconds (process_time) instead of wall-clock"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    sizes_n = [10] if args.quick else [10, 50, 100]
-    sizes_d = [8192] if args.quick else [8192, 100_000]
+    if args.cpu:
+        CLOCK[0] = time.process_time
+    sizes_n = args.n or ([10] if args.quick else [10, 50, 100])
+    sizes_d = args.d or ([8192] if args.quick else [8192, 100_000])
+    secpc_n = args.secpc_n or ([32] if args.quick else [32, 100])
+    timer = "cpu" if args.cpu else "wall"
+    out: dict[str, Any] = {
+        "rounds": [],
+        "secpc": [],
+        "matmul": [],
+        "timer": timer,
+        "warm_rings": args.warm_rings,
+    }
 
     print("== secure aggregation round (N/4 dropouts tolerated, T = N/4 colluders)")
     print(
@@ -227,7 +275,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     for n in sizes_n:
         for d in sizes_d:
-            r = aggregation_round(n, d)
+            r = aggregation_round(
+                n, d, warm_rings=args.warm_rings, clock=CLOCK[0], dropout=args.dropout
+            )
+            out["rounds"].append({"n": n, "d": d, **r})
             print(
                 f"{n:>4} {d:>7} {r['k']:>3} {r['t']:>3} {r['share_seal']:>10.3f} "
                 f"{r['open_sum']:>9.3f} {r['decode']:>7.3f} {r['total']:>8.3f} "
@@ -239,8 +290,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{'N':>4} {'K':>3} {'T':>3} {'values':>7} {'share':>7} {'compute':>8} "
         f"{'decode':>7} {'total s':>8}"
     )
-    for n in [10] if args.quick else [10, 100]:
+    for n in secpc_n:
         s = secpc_stage(n, clusters=min(8, n // 2))
+        out["secpc"].append({"n": n, **s})
         print(
             f"{n:>4} {s['k']:>3} {s['t']:>3} {s['values']:>7} {s['share']:>7.3f} "
             f"{s['compute']:>8.3f} {s['decode']:>7.3f} {s['total']:>8.3f}"
@@ -255,7 +307,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     for n, k, cols in shapes:
         t_field, t_gemm = matmul_ratio(n, k, cols)
+        out["matmul"].append({"shape": [n, k, cols], "field": t_field, "gemm": t_gemm})
         print(f"{(n, k, cols)!s:>22} {t_field:>9.5f} {t_gemm:>9.5f} {t_gemm / t_field:>9.0%}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

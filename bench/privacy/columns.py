@@ -51,7 +51,7 @@ def privacy_table(
     lines = [
         'Privacy-utility table: accuracy from the table above; "MIA AUC (LiRA)" (± its '
         'standard error) and "TPR@1%FPR" from `bench/results/privacy.json` (`python -m '
-        f"bench.privacy`, {privacy['generated']}): the same method on the same setting, "
+        f"bench.privacy.run`, {privacy['generated']}): the same method on the same setting, "
         f"attacked with online LiRA ({s['shadows']} shadow federations) on every participant's "
         f"final model, trained with fewer rounds and images than the accuracy runs "
         f"({s['rounds']} rounds x {s['epochs']} epoch(s), {s['per_participant']} images per "

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bench.privacy.report import END, START, render_markdown, write_doc_region
 from bench.privacy import run as privacy
+from bench.privacy.report import END, START, render_markdown, write_doc_region
 from bench.privacy.summary import SHARED_SETTINGS, summarize
 
 # one worker runs the whole module: its tests share the 30 s quick run (quick_report)

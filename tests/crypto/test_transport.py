@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -820,3 +820,16 @@ def test_open_share_into_needs_a_writable_contiguous_buffer() -> None:
         with pytest.raises(ParameterError) as info:
             open_share_into(KEYS[1].private, KEYS[0].public, envelope, out, context=_context())  # type: ignore[arg-type]
         assert info.value.parameter == "out"
+
+
+def test_default_ring_holds_a_ten_thousand_member_federation() -> None:
+    """A member opens one envelope from each of N - 1 = 9,999 peers per stage, in the same
+    order every stage: the default ring must keep all of them, or every envelope of the next
+    stage pays an X25519 exchange again (an LRU smaller than N misses on every one)."""
+    ring, key = _counting_ring(owner=0)
+    peers = [X25519PrivateKey.generate().public_key() for _ in range(9_999)]
+    for _ in range(2):  # two stages, same order
+        for peer in peers:
+            ring.exchange(peer)
+    assert key.exchanges == 9_999
+    assert len(ring) == 9_999

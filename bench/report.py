@@ -1,0 +1,633 @@
+"""Every published performance figure from one run: writes ``docs/results/performance.md``.
+
+One command runs, one after the other in child processes of this one (one process tree,
+one run, each child with one BLAS thread), every benchmark whose figures the README and
+the docs quote, each with ``--json`` so that nothing is parsed from a printed table:
+
+1. the crypto round (:mod:`bench.crypto.round`, CPU seconds): the secure-aggregation round
+   of ``N`` participants (all-to-all, a fraction ``--dropout`` dropping after sharing), the
+   plain float64 sum of the same vectors, the coded SecPC distance stage, field matmul
+   against float64 GEMM;
+2. the committee benchmark (:mod:`bench.crypto.committee`): summed CPU per stage with a committee
+   (the 2^-40 bound's size), at ``N = 1,000`` and at ``N = 10,000`` (growth between them);
+3. error-correcting decode (:mod:`bench.crypto.decode`);
+4. Flower 1.41's real SecAgg+ (:mod:`bench.crypto.flower_secagg`, in its own venv
+   ``.venv-flower``; same ``N``, ``d`` and dropout fraction as 1. and 2., one thread);
+5. the HTTP load benchmark (:mod:`bench.load.run`, small).
+
+The file gets the date, the machine (cores, CPU model, load average before and after),
+the exact command, every figure and the same-run ratios: SecFPP's round against Flower's
+summed CPU at the same ``N``, ``d`` and dropout, and the round against the plain sum. A
+benchmark that fails or is unavailable (flwr not installed) is written as such, with the
+reason, and the command exits with status 1 (missing Flower alone: 0, stated in the file).
+
+Ratios are only ever taken between figures of this one run: the machine may be shared,
+so absolute seconds move with its load (recorded before and after), ratios much less.
+
+Usage::
+
+    python -m bench.report                  # full: about 15 min on an idle 2-core machine
+    python -m bench.report --quick --out /tmp/perf.md   # smoke run (tests), about 1 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "docs" / "results" / "performance.md"
+DEFAULT_FLOWER = ROOT / ".venv-flower" / "bin" / "python"
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What each benchmark runs: ``n``/``d`` of the round (and Flower's), the committee's."""
+
+    round_n: tuple[int, ...]
+    d: int
+    secpc_n: tuple[int, ...]
+    committee: tuple[str, ...]  # extra arguments of bench.crypto.committee
+    committee_n: int
+    committee_large: tuple[str, ...]  # bench.crypto.committee at the large N (growth)
+    decode_sizes: tuple[int, ...]
+    flower_n: tuple[int, ...]  # Flower neighbourhood N (the round's and the committee's N)
+    flower_a2a: tuple[int, ...]  # Flower all-to-all N (num_shares = N)
+    flower_neighbours: int
+    flower_threshold: int
+    load: tuple[str, ...]  # arguments of bench.load.run
+    matmul_quick: bool
+
+
+FULL = Sizes(
+    round_n=(50, 100),
+    d=100_000,
+    secpc_n=(100,),
+    committee=("--n", "1000", "--sample", "3"),
+    committee_n=1000,
+    committee_large=("--n", "10000", "--sample", "2", "--committee-only"),
+    decode_sizes=(512, 1024),
+    flower_n=(100, 1000),
+    flower_a2a=(50,),
+    flower_neighbours=15,
+    flower_threshold=4,
+    load=("--participants", "64", "--dim", "100000", "--rounds", "2"),
+    matmul_quick=False,
+)
+QUICK = Sizes(
+    round_n=(10,),
+    d=2048,
+    secpc_n=(32,),
+    committee=tuple(
+        [
+            "--n",
+            "150",
+            "--d",
+            "2048",
+            "--sample",
+            "1",
+            "--collusion",
+            "0.1",
+            "--also-collusion",
+            "0",
+            "--committee-only",
+        ]
+    ),
+    committee_n=150,
+    committee_large=(
+        *("--n", "300", "--d", "2048", "--sample", "1", "--collusion", "0.1"),
+        *("--also-collusion", "0", "--committee-only"),
+    ),
+    decode_sizes=(64,),
+    flower_n=(10,),  # N = 150 with 7 holders: a client is left with < t live holders
+    flower_a2a=(10,),
+    flower_neighbours=7,
+    flower_threshold=3,
+    load=("--participants", "4", "--dim", "1000", "--rounds", "1", "--sqlite", "--poll", "0.2"),
+    matmul_quick=True,
+)
+
+
+@dataclass
+class Step:
+    """One benchmark run: its command, status, wall seconds and JSON figures."""
+
+    name: str
+    argv: list[str]
+    rc: int | None = None
+    wall_s: float = 0.0
+    data: dict[str, Any] | None = None
+    note: str = ""
+    tail: list[str] = field(default_factory=list)
+
+
+def machine() -> dict[str, Any]:
+    """Cores, CPU model, Python and numpy versions, load average now."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numpy as np
+
+    return {
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "load": os.getloadavg(),
+    }
+
+
+def _git() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{head}{' (with uncommitted changes)' if dirty else ''}" if head else "unknown"
+
+
+def run_step(step: Step, work: Path, timeout: float) -> Step:
+    """Runs ``step.argv`` + ``--json FILE`` with one BLAS thread; fills rc, wall, data."""
+    out = work / f"{step.name}.json"
+    env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [*step.argv, "--json", str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        step.rc = done.returncode
+        step.tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
+    except subprocess.TimeoutExpired:
+        step.rc, step.note = -1, f"stopped after {timeout:.0f} s"
+    step.wall_s = time.perf_counter() - start
+    if out.exists():
+        step.data = json.loads(out.read_text())
+    print(f"  {step.name}: rc {step.rc}, {step.wall_s:.0f} s", flush=True)
+    return step
+
+
+def plan(sizes: Sizes, flower: Path, dropout: float, load_extra: list[str]) -> list[Step]:
+    """The five benchmark commands of one report."""
+    py = sys.executable
+    d = str(sizes.d)
+    steps = [
+        Step(
+            "crypto_round",
+            [
+                *(py, "-m", "bench.crypto.round", "--cpu", "--warm-rings"),
+                *("--dropout", str(dropout), "--d", d),
+                *("--n", *map(str, sizes.round_n), "--secpc-n", *map(str, sizes.secpc_n)),
+                *(["--quick"] if sizes.matmul_quick else []),
+            ],
+        ),
+        Step(
+            "committee",
+            [py, "-m", "bench.crypto.committee", *sizes.committee, "--dropout", str(dropout)],
+        ),
+        Step(
+            "committee_large",
+            [py, "-m", "bench.crypto.committee", *sizes.committee_large, "--dropout", str(dropout)],
+        ),
+        Step("decode", [py, "-m", "bench.crypto.decode", "--sizes", *map(str, sizes.decode_sizes)]),
+        Step(
+            "flower_secagg",
+            [
+                *(str(flower), "-m", "bench.crypto.flower_secagg"),
+                *("--d", d, "--dropout", str(dropout)),
+                *("--n", *map(str, sizes.flower_n), "--all-to-all", *map(str, sizes.flower_a2a)),
+                *("--neighbours", str(sizes.flower_neighbours)),
+                *("--threshold", str(sizes.flower_threshold)),
+            ],
+        ),
+        Step("load", [py, "-m", "bench.load.run", *sizes.load, *load_extra]),
+    ]
+    if not flower.exists():
+        next(s for s in steps if s.name == "flower_secagg").note = (
+            f"not run: {flower} does not exist (install: python3 -m venv .venv-flower && "
+            ".venv-flower/bin/pip install flwr==1.41.0 numpy==2.4.6)"
+        )
+    return steps
+
+
+# ------------------------------------------------------------------ the markdown file
+
+
+def _f(x: float, digits: int = 3) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:,.1f}x" if b > 0 else "n/a"
+
+
+def _flower(step: Step, mode: str, n: int) -> dict[str, Any] | None:
+    if step.data is None:
+        return None
+    for r in step.data["results"]:
+        if r["mode"] == mode and r["n"] == n and r["completed"]:
+            return dict(r)
+    return None
+
+
+def render(
+    steps: dict[str, Step],
+    *,
+    command: str,
+    before: dict[str, Any],
+    after: tuple[float, float, float],
+    started: dt.datetime,
+    wall_s: float,
+    sizes: Sizes,
+    dropout: float,
+    quick: bool = False,
+) -> str:
+    """The markdown of ``docs/results/performance.md`` (sections fixed; tests check them)."""
+    load0 = ", ".join(f"{x:.2f}" for x in before["load"])
+    load1 = ", ".join(f"{x:.2f}" for x in after)
+    lines = [
+        "# Performance: every figure from one run",
+        "",
+        "Generated by `python -m bench.report`; do not edit by hand. Every performance figure "
+        "the README and the docs quote comes from this file. Ratios are taken only between "
+        "figures of this one run.",
+        *(
+            [
+                "",
+                "**Quick (smoke) sizes**: this file was written by `--quick`, whose sizes are "
+                "far below the published settings; regenerate it with `python -m bench.report` "
+                "on a quiet machine before quoting any figure.",
+            ]
+            if quick
+            else []
+        ),
+        "",
+        "## Run",
+        "",
+        f"- date: {started:%Y-%m-%d %H:%M} UTC; {wall_s:.0f} s for the whole report",
+        f"- command: `{command}`",
+        f"- code: {_git()}",
+        f"- machine: {before['cores']} cores, {before['cpu']}; Python {before['python']}, "
+        f"numpy {before['numpy']}",
+        f"- load average (1, 5, 15 min) before: {load0}; after: {load1}",
+        "- every benchmark in its own child process, one BLAS thread; seconds are CPU seconds "
+        "(`time.process_time`) unless a table says wall",
+        "",
+        "| benchmark | status | wall s | command |",
+        "|---|---|---:|---|",
+    ]
+    for s in steps.values():
+        status = _status(s)
+        lines.append(f"| {s.name} | {status} | {s.wall_s:.0f} | `{shlex.join(_shown(s.argv))}` |")
+    lines += ["", "## Same-run ratios", ""]
+    lines += _ratios(steps, sizes, dropout)
+    lines += ["", "## Crypto round", ""]
+    lines += _crypto(steps["crypto_round"])
+    lines += ["", "## Committee", ""]
+    lines += _committee(steps["committee"])
+    lines += ["", "## Committee growth", ""]
+    lines += _committee(steps["committee_large"])
+    lines += [""]
+    lines += _growth(steps["committee"], steps["committee_large"])
+    lines += ["", "## Decode", ""]
+    lines += _decode(steps["decode"])
+    lines += ["", "## Flower SecAgg+", ""]
+    lines += _flower_table(steps["flower_secagg"])
+    lines += ["", "## Load", ""]
+    lines += _load(steps["load"])
+    failed = [s for s in steps.values() if s.rc is not None and not succeeded(s)]
+    if failed:
+        lines += ["", "## Failures", ""]
+        for s in failed:
+            lines += [f"- {s.name}: {s.note or f'rc {s.rc}'}", "", "```", *s.tail, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def succeeded(step: Step) -> bool:
+    """Ran and wrote its figures. ``bench.load.run`` exits 1 when it misses its own latency
+    targets (issue 13), with every figure written: that is a result, not a failure."""
+    if step.data is None:
+        return False
+    return step.rc == 0 or (step.name == "load" and step.rc == 1)
+
+
+def _status(step: Step) -> str:
+    if succeeded(step):
+        return "ok" if step.rc == 0 else "ok (missed its latency targets)"
+    return step.note or f"failed (rc {step.rc})"
+
+
+def _shown(argv: list[str]) -> list[str]:
+    """The command as one would type it in the repository root."""
+    head = argv[0]
+    if head == sys.executable:
+        head = "python"
+    elif Path(head).is_absolute():
+        with contextlib.suppress(ValueError):
+            head = str(Path(head).relative_to(ROOT))
+    return [head, *argv[1:]]
+
+
+def _missing(step: Step) -> list[str]:
+    return [f"Not available in this run: {step.note or f'the benchmark failed (rc {step.rc})'}."]
+
+
+def _ratios(steps: dict[str, Step], sizes: Sizes, dropout: float) -> list[str]:
+    crypto, committee, flower = steps["crypto_round"], steps["committee"], steps["flower_secagg"]
+    lines = [
+        f"SecFPP and Flower at the same `N`, `d = {sizes.d:,}`, a fraction {dropout:g} dropping "
+        "after sharing, one thread, summed CPU seconds over every participant and the server "
+        "(coordinator).",
+        "",
+        "| comparison | SecFPP s | other s | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    if crypto.data is not None:
+        for r in crypto.data["rounds"]:
+            n = r["n"]
+            lines.append(
+                f"| round N = {n} (all-to-all, K = {r['k']}, T = {r['t']}) vs plain float64 sum "
+                f"| {_f(r['total'])} | {_f(r['plain'], 5)} "
+                f"| round = {r['total'] / r['plain']:,.0f}x the sum |"
+            )
+            for mode, what in (
+                ("neighbourhood", f"{sizes.flower_neighbours} share holders"),
+                ("all-to-all", "all-to-all"),
+            ):
+                fr = _flower(flower, mode, n)
+                if fr is not None:
+                    lines.append(
+                        f"| round N = {n} vs Flower SecAgg+ ({what}, t = {fr['threshold']}) "
+                        f"| {_f(r['total'])} | {_f(fr['summed_s'])} "
+                        f"| Flower = {_ratio(fr['summed_s'], r['total'])} SecFPP |"
+                    )
+    if committee.data is not None:
+        for row in committee.data["aggregation"]:
+            if row["c"] < row["n"]:
+                fr = _flower(flower, "neighbourhood", row["n"])
+                if fr is not None:
+                    lines.append(
+                        f"| committee aggregation N = {row['n']}, {row['label']} (stage total) "
+                        f"vs Flower SecAgg+ ({sizes.flower_neighbours} share holders) "
+                        f"| {_f(row['total_s'])} | {_f(fr['summed_s'])} "
+                        f"| Flower = {_ratio(fr['summed_s'], row['total_s'])} SecFPP |"
+                    )
+    if flower.data is None:
+        lines += ["", f"Flower: {flower.note or 'failed'}; no SecFPP-vs-Flower ratio this run."]
+    return lines
+
+
+def _crypto(step: Step) -> list[str]:
+    if step.data is None:
+        return _missing(step)
+    rows = [
+        "Secure-aggregation round, all-to-all (every participant shares to every other, "
+        "N/4 colluders, the dropped fraction's results missing):",
+        "",
+        "| N | d | K | T | dropped | share+seal s | open+sum s | decode s | round s | plain sum s "
+        "| round / plain | max error |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in step.data["rounds"]:
+        rows.append(
+            f"| {r['n']} | {r['d']:,} | {r['k']} | {r['t']} | {r['dropped']} "
+            f"| {_f(r['share_seal'])} | {_f(r['open_sum'])} | {_f(r['decode'])} "
+            f"| {_f(r['total'])} | {_f(r['plain'], 5)} | {r['total'] / r['plain']:,.0f} "
+            f"| {r['max_error']:.1e} |"
+        )
+    rows += [
+        "",
+        "Coded SecPC distance stage (r = 128, 8 clusters and their probes), every participant:",
+        "",
+        "| N | K | T | values | share s | compute s | decode s | total s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in step.data["secpc"]:
+        rows.append(
+            f"| {s['n']} | {s['k']} | {s['t']} | {s['values']} | {_f(s['share'])} "
+            f"| {_f(s['compute'])} | {_f(s['decode'])} | {_f(s['total'])} |"
+        )
+    rows += [
+        "",
+        "Field matmul (p = 2^31 - 1) against float64 GEMM of the same shape, best of 5:",
+        "",
+        "| shape | field s | GEMM s | GEMM / field |",
+        "|---|---:|---:|---:|",
+    ]
+    for m in step.data["matmul"]:
+        rows.append(
+            f"| {tuple(m['shape'])} | {_f(m['field'], 5)} | {_f(m['gemm'], 5)} "
+            f"| {m['gemm'] / m['field']:.0%} |"
+        )
+    return rows
+
+
+def _committee(step: Step) -> list[str]:
+    if step.data is None:
+        return _missing(step)
+    data = step.data
+    rows = [
+        f"N = {data['n']:,}, d = {data['d']:,}, r = {data['r']}, f_d = {data['dropout']:g}; "
+        f"share: mean of {data['sample']} participants (the stage total multiplies by N). "
+        "Stage total = N x share + c x member + decode (summed over every machine); "
+        "path = share + member + decode.",
+        "",
+    ]
+    for stage in ("aggregation", "distances"):
+        rows += [
+            f"{stage}:",
+            "",
+            "| setting | N | c | K | T | share s | member s | decode s | path s | total s "
+            "| MB up / participant | MB in / member |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in data[stage]:
+            rows.append(
+                f"| {r['label']} | {r['n']:,} | {r['c']} | {r['k']} | {r['t']} "
+                f"| {r['share_s']:.4f} | {_f(r['member_s'])} | {_f(r['decode_s'])} "
+                f"| {_f(r['path_s'], 2)} | {_f(r['total_s'], 1)} "
+                f"| {r['bytes_up_per_participant'] / 2**20:,.2f} "
+                f"| {r['bytes_in_per_member'] / 2**20:,.1f} |"
+            )
+        rows.append("")
+    if data.get("distances_refused"):
+        rows.append(f"Distance stage refused by the parameters: {data['distances_refused']}")
+    rows.append(f"Peak resident memory of the benchmark process: {data['peak_rss_mb']:,.0f} MB.")
+    return rows
+
+
+def _growth(small: Step, large: Step) -> list[str]:
+    """Stage totals at the larger N over those at the smaller N, per collusion fraction."""
+    if small.data is None or large.data is None:
+        return ["No growth figures: one of the committee runs is missing."]
+    rows = [
+        f"From N = {small.data['n']:,} to N = {large.data['n']:,} "
+        f"(x{large.data['n'] / small.data['n']:g}), same f_c (c from the 2^-40 bound at each N):",
+        "",
+        "| stage | f_c | c | total s | c (large) | total s (large) | growth | member s growth |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for stage in ("aggregation", "distances"):
+        by_fc = {r["label"].split("fc=")[1]: r for r in small.data[stage]}
+        for r in large.data[stage]:
+            fc = r["label"].split("fc=")[1]
+            if fc in by_fc:
+                a = by_fc[fc]
+                rows.append(
+                    f"| {stage} | {fc} | {a['c']} | {_f(a['total_s'], 1)} | {r['c']} "
+                    f"| {_f(r['total_s'], 1)} | x{r['total_s'] / a['total_s']:.1f} "
+                    f"| x{r['member_s'] / a['member_s']:.1f} |"
+                )
+    return rows
+
+
+def _decode(step: Step) -> list[str]:
+    if step.data is None:
+        return _missing(step)
+    rows = [
+        "Error-correcting decode, median of 3 (wall and CPU):",
+        "",
+        "| N | stage | K | T | R | errors | L | wall s | CPU s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in step.data["rows"]:
+        rows.append(
+            f"| {r['n']} | {r['stage']} | {r['k']} | {r['t']} | {r['r']} | {r['errors']} "
+            f"| {r['length']} | {_f(r['wall_s'])} | {_f(r['cpu_s'])} |"
+        )
+    return rows
+
+
+def _flower_table(step: Step) -> list[str]:
+    if step.data is None:
+        return _missing(step)
+    rows = [
+        f"flwr {step.data['flwr']}, real `SecAggPlusWorkflow` in process, d = {step.data['d']:,}, "
+        f"dropout {step.data['dropout']:g} after sharing:",
+        "",
+        "| setting | N | share holders | t | client s (mean) | server s | summed s | completed |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in step.data["results"]:
+        rows.append(
+            f"| {r['label']} | {r['n']} | {r['share_holders']} | {r['threshold']} "
+            f"| {_f(r['client_s'])} | {_f(r['server_s'])} | {_f(r['summed_s'])} "
+            f"| {r['completed']} |"
+        )
+    return rows
+
+
+def _load(step: Step) -> list[str]:
+    if step.data is None:
+        return _missing(step)
+    data, a = step.data, step.data["args"]
+    o = data["overall"]
+    backend = "SQLite" if a.get("sqlite") else "PostgreSQL"
+    rows = [
+        f"{a['participants']} participants over HTTP, d = {a['dim']:,}, {a['rounds']} round(s), "
+        f"{backend}, {a['replicas']} replica(s); latencies are wall-clock:",
+        "",
+        "| endpoint | count | p50 ms | p95 ms | p99 ms | max ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, p in [*data["endpoints"].items(), ("all participant", o)]:
+        if p["count"]:
+            rows.append(
+                f"| {name} | {p['count']} | {1000 * p['p50']:.0f} | {1000 * p['p95']:.0f} "
+                f"| {1000 * p['p99']:.0f} | {1000 * p['max']:.0f} |"
+            )
+    cpu = data["cpu_seconds"]
+    rows += [
+        "",
+        f"Coordinator CPU {cpu['coordinator']:.1f} s "
+        f"({data.get('coordinator_cpu_ms_per_request', 0):.2f} ms per request); "
+        f"{data.get('rounds_per_minute', 0):.2f} rounds per minute; 5xx answers: "
+        f"{data['server_errors']}.",
+    ]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run, tests)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="markdown file to write")
+    parser.add_argument("--dropout", type=float, default=0.25, help="fraction dropping")
+    parser.add_argument(
+        "--flower-python", type=Path, default=DEFAULT_FLOWER, help="interpreter with flwr 1.41"
+    )
+    parser.add_argument(
+        "--load-arg",
+        action="append",
+        default=[],
+        help="extra argument for bench.load.run (repeat), e.g. --load-arg=--sqlite",
+    )
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per benchmark")
+    parser.add_argument("--json", type=Path, default=None, help="also write all figures here")
+    args = parser.parse_args(argv)
+    if not 0 <= args.dropout < 0.5:
+        parser.error("--dropout must be in [0, 0.5)")
+    sizes = QUICK if args.quick else FULL
+    command = shlex.join(["python", "-m", "bench.report", *(argv or sys.argv[1:])])
+    started = dt.datetime.now(dt.UTC)
+    before = machine()
+    t0 = time.perf_counter()
+    steps = plan(sizes, args.flower_python, args.dropout, args.load_arg)
+    print(f"bench.report: {len(steps)} benchmarks, load average {before['load'][0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="secfpp-report-") as tmp:
+        for step in steps:
+            if not step.note:
+                run_step(step, Path(tmp), args.timeout)
+    after = os.getloadavg()
+    by_name = {s.name: s for s in steps}
+    text = render(
+        by_name,
+        command=command,
+        before=before,
+        after=after,
+        started=started,
+        wall_s=time.perf_counter() - t0,
+        sizes=sizes,
+        dropout=args.dropout,
+        quick=args.quick,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    if args.json is not None:
+        payload = {s.name: {"argv": s.argv, "rc": s.rc, "data": s.data} for s in steps}
+        args.json.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    print(f"wrote {args.out}")
+    ran = [s for s in steps if not (s.name == "flower_secagg" and s.note)]
+    return 0 if all(succeeded(s) for s in ran) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""bench.report: the quick run writes a dated performance file with every section, and the
+same-run ratios are computed from the figures of that run (known answers on fixed data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import report
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = [
+    "# Performance: every figure from one run",
+    "## Run",
+    "## Same-run ratios",
+    "## Crypto round",
+    "## Committee",
+    "## Committee growth",
+    "## Decode",
+    "## Flower SecAgg+",
+    "## Load",
+]
+
+
+def _steps() -> dict[str, report.Step]:
+    """Fixed figures: round 2 s vs plain sum 0.004 s; Flower 10 s; committee 5 s."""
+    crypto = report.Step("crypto_round", ["python", "-m", "bench.crypto.round"], rc=0)
+    crypto.data = {
+        "rounds": [
+            {"n": 100, "d": 1000, "k": 70, "t": 25, "dropped": 25, "share_seal": 1.0,
+             "open_sum": 0.75, "decode": 0.25, "total": 2.0, "plain": 0.004, "max_error": 1e-9}
+        ],
+        "secpc": [],
+        "matmul": [{"shape": [10, 7, 1171], "field": 0.002, "gemm": 0.001}],
+    }  # fmt: skip
+    committee = report.Step("committee", ["python", "-m", "bench.crypto.committee"], rc=0)
+    row = {
+        "label": "committee c=81 fc=0.1",
+        "n": 1000,
+        "c": 81,
+        "k": 31,
+        "t": 30,
+        "share_s": 0.004,
+        "member_s": 0.01,
+        "decode_s": 0.1,
+        "path_s": 0.114,
+        "total_s": 5.0,
+        "bytes_up_per_participant": 2**20,
+        "bytes_in_per_member": 2**21,
+    }
+    committee.data = {
+        "n": 1000,
+        "d": 1000,
+        "r": 128,
+        "dropout": 0.25,
+        "sample": 1,
+        "aggregation": [row],
+        "distances": [],
+        "distances_refused": None,
+        "peak_rss_mb": 100.0,
+    }
+    flower = report.Step("flower_secagg", ["x/python", "-m", "bench.crypto.flower_secagg"], rc=0)
+    common = {
+        "share_holders": 15,
+        "threshold": 4,
+        "client_s": 0.1,
+        "server_s": 1.0,
+        "completed": True,
+    }
+    flower.data = {
+        "flwr": "1.41.0",
+        "d": 1000,
+        "dropout": 0.25,
+        "results": [
+            {"label": "k=15 N=100", "mode": "neighbourhood", "n": 100, "summed_s": 10.0, **common},
+            {
+                "label": "k=15 N=1000",
+                "mode": "neighbourhood",
+                "n": 1000,
+                "summed_s": 60.0,
+                **common,
+            },
+        ],
+    }
+    decode = report.Step("decode", ["python", "-m", "bench.crypto.decode"], rc=1, note="")
+    load = report.Step("load", ["python", "-m", "bench.load.run"], note="stopped after 5 s", rc=-1)
+    large = report.Step("committee_large", ["python", "-m", "bench.crypto.committee"], rc=0)
+    big = {**row, "n": 10_000, "c": 91, "total_s": 50.0, "member_s": 0.1}
+    big["label"] = "committee c=91 fc=0.1"
+    large.data = {**committee.data, "n": 10_000, "aggregation": [big]}
+    return {s.name: s for s in (crypto, committee, large, decode, flower, load)}
+
+
+def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
+    text = report.render(
+        _steps(),
+        command="python -m bench.report",
+        before={"cores": 2, "cpu": "Test CPU", "python": "3", "numpy": "2", "load": (1, 2, 3)},
+        after=(4.0, 5.0, 6.0),
+        started=dt.datetime(2026, 11, 27, 1, 2, tzinfo=dt.UTC),
+        wall_s=42.0,
+        sizes=report.FULL,
+        dropout=0.25,
+    )
+    positions = [text.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    assert "date: 2026-11-27 01:02 UTC" in text
+    assert "load average (1, 5, 15 min) before: 1.00, 2.00, 3.00; after: 4.00, 5.00, 6.00" in text
+    assert "2 cores, Test CPU" in text
+    assert "| round = 500x the sum |" in text  # 2.0 / 0.004
+    assert "| Flower = 5.0x SecFPP |" in text  # 10 / 2 at N = 100
+    assert "| Flower = 12.0x SecFPP |" in text  # committee 5 s vs Flower 60 s at N = 1000
+    assert "| aggregation | 0.1 | 81 | 5.0 | 91 | 50.0 | x10.0 | x10.0 |" in text
+    assert "| 50% |" in text  # GEMM 0.001 / field 0.002
+    assert "| decode | failed (rc 1) |" in text
+    assert "| load | stopped after 5 s |" in text
+    assert "## Failures" in text
+    assert "Quick (smoke)" not in text  # full sizes
+
+
+def test_load_missing_its_latency_targets_is_a_result_not_a_failure() -> None:
+    load = report.Step("load", ["python", "-m", "bench.load.run"], rc=1, data={"overall": {}})
+    assert report.succeeded(load)
+    assert report._status(load) == "ok (missed its latency targets)"
+    crashed = report.Step("load", ["python", "-m", "bench.load.run"], rc=1)  # no figures written
+    assert not report.succeeded(crashed)
+    other = report.Step("decode", ["python", "-m", "bench.crypto.decode"], rc=1, data={"rows": []})
+    assert not report.succeeded(other)
+
+
+def test_missing_flower_is_stated_not_hidden(tmp_path: Path) -> None:
+    steps = report.plan(report.QUICK, tmp_path / "no-python", 0.25, [])
+    flower = next(s for s in steps if s.name == "flower_secagg")
+    assert flower.note.startswith("not run:")
+    assert [s.name for s in steps] == [
+        "crypto_round",
+        "committee",
+        "committee_large",
+        "decode",
+        "flower_secagg",
+        "load",
+    ]
+    crypto = steps[0].argv
+    assert crypto[crypto.index("--dropout") + 1] == "0.25"  # the same dropout for every side
+    assert flower.argv[flower.argv.index("--dropout") + 1] == "0.25"
+    assert flower.argv[flower.argv.index("--d") + 1] == crypto[crypto.index("--d") + 1]
+
+
+@pytest.mark.slow
+def test_quick_run_writes_the_performance_file(tmp_path: Path) -> None:
+    out = tmp_path / "performance.md"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.report", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = out.read_text()
+    positions = [text.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    assert re.search(r"date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", text)
+    assert re.search(r"before: [\d.]+, [\d.]+, [\d.]+; after: [\d.]+, [\d.]+, [\d.]+", text)
+    for name in ("crypto_round", "committee", "committee_large", "decode", "load"):
+        assert re.search(rf"^\| {name} \| ok( \(missed its latency targets\))? \|", text, re.M), (
+            name
+        )
+    assert re.search(r"^\| round N = 10 .* vs plain float64 sum \|.*x the sum \|$", text, re.M)
+    assert re.search(r"^\| committee c=\d+ fc=0.1 \| 150 \|", text, re.M)
+    assert "## Failures" not in text
+    assert "**Quick (smoke) sizes**" in text
