@@ -78,7 +78,7 @@ def aggregation_round(
 ) -> dict[str, float]:
     """One full secure-aggregation round; returns seconds per phase (of ``clock``).
 
-    ``warm_rings``: the daemon's steady state (``participant.protocol``): every
+    ``warm_rings``: the daemon's steady state (``secfpp.participant.protocol``): every
     participant seals and opens through a :class:`KeyRing` that already met every peer
     (one X25519 per pair for the federation's lifetime, see ``bench.crypto.committee``), packs
     its shares in one batch (:func:`pack_field_vectors`) and opens its inbox into the
