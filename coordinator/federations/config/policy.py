@@ -1,0 +1,171 @@
+"""Protocol policy applied round by round: reduction (what SecPC clusters), clustering
+(the split rule and its review), rounds (how many, who starts them) and stage deadlines."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from secfpp.coordinator.api import limits
+from secfpp.coordinator.federations.config.base import _Frozen
+
+
+class ReductionConfig(_Frozen):
+    """How participants map a prompt to ``x_i`` (DESIGN.md section 4); public."""
+
+    method: Literal["jl", "token-pca"] = "jl"
+    seed: int = Field(
+        default=0, ge=0, le=limits.JSON_SAFE_INT_MAX, description="Public seed of the JL matrix."
+    )
+    signal: Literal["data", "prompt"] = Field(
+        default="data",
+        description="What SecPC clusters. 'data' (default): x_i is the unit direction of the "
+        "JL-reduced mean of the participant's frozen image embeddings (its training data's "
+        "domain, the same every round; label skew moves it little). 'prompt': x_i comes from "
+        "the trained prompt (the SecFPP paper's choice; see 'direction'), which under strong "
+        "label skew groups participants by label mix rather than by domain "
+        "(docs/protocol.md, 'What SecPC clusters').",
+    )
+    direction: bool = Field(
+        default=True,
+        strict=True,
+        description="With signal 'prompt': x_i is the unit direction of reduce(P_i) - "
+        "reduce(G): what the round's training added to the cluster's global prompt, not how "
+        "far it moved (which mostly reflects how well the backbone already did). False: x_i = "
+        "reduce(P_i) as in the original design.",
+    )
+
+
+_RETIRED_SPLIT_SETTINGS = frozenset(
+    {
+        "split_rule",
+        "axis_split_ratio",
+        "split_ratio",
+        "split_threshold",
+        "probe_fraction",
+        "probe_ratio",
+    }
+)
+"""Clustering settings of earlier split rules, dropped when a stored federation loads."""
+
+
+class ClusteringPolicy(_Frozen):
+    """Parameters of the SecPC clustering step (docs/protocol.md, "Clustering step")."""
+
+    false_split_rate: float = Field(
+        default=0.01,
+        gt=0,
+        le=0.5,
+        allow_inf_nan=False,
+        description=(
+            "alpha: the probability that one tested cluster holding a single group splits in "
+            "one round. A cluster splits when the p-value of its best two-means cut (W2/W1 "
+            "on the probe axis) against null_draws simulated single-Gaussian clusters of "
+            "its size and spread is at most this (docs/protocol.md, 'Clustering step'). "
+            "The same for every data set and signal; over T tested rounds a single group "
+            "splits with probability at most T * alpha."
+        ),
+    )
+    null_draws: int = Field(
+        default=199,
+        ge=19,
+        le=9999,
+        description="Null clusters drawn per split decision (from the round's beacon; "
+        "anyone can recompute them). alpha * (null_draws + 1) should be a whole number.",
+    )
+    undo_tolerance: float | None = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="A split is undone (merged back) when its members' mean reported "
+        "accuracy, undo_after rounds later, is more than this below their mean before "
+        "the split (0.01: one point). null: splits are never reviewed.",
+    )
+    undo_after: int = Field(
+        default=2, ge=2, le=20, description="Rounds from a split to its accuracy review."
+    )
+    resplit_cooldown: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Rounds a cluster whose split was undone may not split again.",
+    )
+    max_trim: int = Field(
+        default=2, ge=0, le=4, description="Outlying members set aside before the split cut."
+    )
+    trim_factor: float = Field(
+        default=3.0,
+        gt=1,
+        le=100,
+        allow_inf_nan=False,
+        description="A member is set aside when farther than this many interquartile ranges "
+        "from the median coordinate.",
+    )
+    merge_factor: float = Field(default=1.0, ge=0, le=limits.MAX_MERGE_FACTOR, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_rules(cls, data: object) -> object:
+        # Federations stored before the probe rule carry the singleton/axis settings, and
+        # those stored before the calibrated rule its fixed thresholds; they no longer
+        # apply (the calibrated rule replaced them all), so they are dropped on load.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in _RETIRED_SPLIT_SETTINGS}
+        return data
+
+
+class RoundPolicy(_Frozen):
+    """How many rounds, how many of them warmup, the global step size, and who starts them.
+
+    ``schedule``: ``manual``, the admin starts every round (``POST .../rounds``);
+    ``auto``, the coordinator starts round 1 once every participant has enrolled and each
+    next round when the previous one ended (published, failed or aborted), at least
+    ``min_interval_s`` after it, until ``total``, the privacy budget or an admin pause
+    (docs/running-a-federation.md).
+    """
+
+    total: int | None = Field(
+        default=None, ge=1, le=limits.INT32_MAX, description="Rounds allowed; null: unbounded."
+    )
+    warmup_rounds: int = Field(
+        default=1,
+        ge=0,
+        le=limits.INT32_MAX,
+        description="Rounds without the distance stage (everyone in cluster 0).",
+    )
+    lr_global: float = Field(
+        default=1.0,
+        gt=0,
+        le=limits.MAX_LR_GLOBAL,
+        allow_inf_nan=False,
+        description="G_c <- G_c + lr_global * mean.",
+    )
+    schedule: Literal["manual", "auto"] = Field(
+        default="manual",
+        description="auto: the coordinator starts every round itself (round 1 once all "
+        "participants enrolled, the next when the previous one ended); manual: the admin "
+        "starts each with POST .../rounds.",
+    )
+    min_interval_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=limits.MAX_DEADLINE_S,
+        allow_inf_nan=False,
+        description="auto: seconds between the end of a round and the start of the next.",
+    )
+
+
+class DeadlineConfig(_Frozen):
+    """Seconds each stage stays open (sharing includes local training)."""
+
+    sharing_s: float = Field(
+        default=3600.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
+    )
+    distances_s: float = Field(
+        default=600.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
+    )
+    aggregation_s: float = Field(
+        default=600.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
+    )
