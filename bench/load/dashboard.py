@@ -97,6 +97,7 @@ def seed(sessions: Any, federation_id: str, n: int, rounds: int, z: float) -> No
             sets = [[c, [m for m in ms if m in responders]] for c, ms in membership.clusters]
             live = number == rounds
             ratios = {str(c): round(rng.uniform(0.02, 0.4), 4) for c, _ in membership.clusters}
+            p_values = {str(c): round(rng.uniform(0.0, 1.0), 3) for c, _ in membership.clusters}
             splits = [{"parent": 0, "child": 2, "members": list(range(n // 2, n)), "ratio": 0.03}]
             state: dict[str, Any] = {
                 "membership": membership.to_dict(),
@@ -138,6 +139,7 @@ def seed(sessions: Any, federation_id: str, n: int, rounds: int, z: float) -> No
                     "splits": splits if number == 5 else [],
                     "merges": [],
                     "split_ratios": ratios,
+                    "split_p_values": p_values,
                     "decoded_distances": n * len(membership.clusters) + 1,
                 },
                 {"aggregated": [c for c, _ in sets], "rejected": [], "generation": number},

@@ -28,6 +28,14 @@ def sharing(harness: Any) -> Any:
     return harness
 
 
+ATTESTATION = {
+    "stage": "distances",
+    "digest": "00" * 32,
+    "macs": [{"recipient": 1, "mac": "A" * 43 + "="}],
+}
+"""A well-formed attestation body: only the round number is wrong."""
+
+
 def _numbered_paths(h: Any, number: int) -> list[tuple[str, str, dict[str, str], Any]]:
     """Every operation whose path takes a round number, with a caller that may use it."""
     p = h.sims[0]
@@ -43,6 +51,8 @@ def _numbered_paths(h: Any, number: int) -> list[tuple[str, str, dict[str, str],
         ("GET", f"{base}/outcome", p.headers, None),
         ("POST", f"{base}/metrics", p.headers, {"accuracy": 0.5}),
         ("POST", f"{base}/beacon-contribution", p.headers, {"commitment": "00" * 32}),
+        ("POST", f"{base}/attestations", p.headers, ATTESTATION),
+        ("GET", f"{base}/attestations/distances", p.headers, None),
     ]
 
 
@@ -53,7 +63,7 @@ def test_every_path_that_takes_a_round_number_is_covered(client: TestClient) -> 
         if "{number}" in path
         for method in item
     }
-    assert len(documented) == 9  # the 10 cases above: the inbox both as "me" and by id
+    assert len(documented) == 11  # the 12 cases above: the inbox both as "me" and by id
     templated = {
         ("GET", "/v1/federations/{federation_id}/rounds/{number}"),
         ("POST", "/v1/federations/{federation_id}/rounds/{number}/abort"),
@@ -64,6 +74,8 @@ def test_every_path_that_takes_a_round_number_is_covered(client: TestClient) -> 
         ("GET", "/v1/participants/me/rounds/{number}/outcome"),
         ("POST", "/v1/participants/me/rounds/{number}/metrics"),
         ("POST", "/v1/participants/me/rounds/{number}/beacon-contribution"),
+        ("POST", "/v1/participants/me/rounds/{number}/attestations"),
+        ("GET", "/v1/participants/me/rounds/{number}/attestations/{stage}"),
     }
     assert documented == templated
 

@@ -35,12 +35,12 @@ def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("sizes", "gap", "want"), [((8,), 0.0, (0.0, 0.0)), ((4, 4), 2.5, (0.8, 0.8))]
+    ("sizes", "gap", "want"), [((8,), 0.0, (0.0, 0.0)), ((4, 4), 2.5, (1.0, 1.0))]
 )
 def test_clustering_bench_rate(
     sizes: tuple[int, ...], gap: float, want: tuple[float, float]
 ) -> None:
-    """Six rounds: with beacon-drawn probes (crypto.refset_rules) 4 of 5 seeds part the
-    4 + 4 layout by then (3 of 5 by round 3; 5 of 5 by round 3 with the refined probes
-    the coordinator used to choose)."""
+    """Six rounds, beacon-drawn probes (crypto.refset_rules) and the calibrated split rule
+    (false-split rate 0.01): 5 of 5 seeds part the 4 + 4 layout by then (4 of 5 with the
+    fixed W2/W1 thresholds it replaced), and the single group of 8 never splits."""
     assert rate(sizes, gap, runs=5, config=ClusteringConfig(), rounds=6) == want
