@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.common import skip_or_fail
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs in the child: block every top-level module whose distribution is outside the closure.
@@ -143,10 +145,7 @@ def _would_install(extra: str, tmp_path: Path) -> set[str]:
         timeout=600,
     )
     if result.returncode != 0:
-        message = f"pip could not resolve .[{extra}]: {result.stderr[-2000:]}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"pip could not resolve .[{extra}]: {result.stderr[-2000:]}")
     names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
     return {n.replace("_", "-") for n in names}
 

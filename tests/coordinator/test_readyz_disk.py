@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from secfpp.coordinator.api.availability import disk_problem
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
-from tests.support.common import ADMIN
+from tests.support.common import ADMIN, skip_or_fail
 from tests.support.coordinator import federation_request
 
 ADMIN_TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
@@ -76,25 +76,18 @@ def test_a_vanished_database_folder_is_not_writable(tmp_path: Path) -> None:
     assert problem.startswith(f"the disk of {tmp_path / 'gone'} is not writable")
 
 
-def _skip_or_fail(message: str) -> None:
-    """Skip where the real full-disk check cannot run; under CI=true (CI runs as root) fail."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @contextlib.contextmanager
 def _tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir()
     if os.geteuid() != 0:
-        _skip_or_fail("mounting a small tmpfs needs root")
+        skip_or_fail("mounting a small tmpfs needs root")
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
         capture_output=True,
         check=False,
     )
     if mounted.returncode != 0:
-        _skip_or_fail(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+        skip_or_fail(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         yield path
     finally:
