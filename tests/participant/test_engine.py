@@ -93,6 +93,17 @@ def make_engines(
 ) -> tuple[str, list[Engine]]:
     """A federation of N and one engine per participant, each on ``client_of(http)``."""
     fid, tokens = federation(http, **tolerance)
+    return fid, enroll_engines(http, tmp_path, tokens, client_of=client_of)
+
+
+def enroll_engines(
+    http: TestClient,
+    tmp_path: Path,
+    tokens: list[str],
+    *,
+    client_of: Callable[[TestClient], CoordinatorClient] = CoordinatorClient,
+) -> list[Engine]:
+    """One enrolled engine per enrollment token (a :class:`GroupTrainer` each)."""
     engines = []
     for n, token in enumerate(tokens):
         state = StateDir(tmp_path / f"p{n}")
@@ -115,7 +126,7 @@ def make_engines(
                 sleep=lambda s: None,
             )
         )
-    return fid, engines
+    return engines
 
 
 def drive(http: TestClient, fid: str, engines: list[Engine], skip: set[int] = frozenset()) -> int:  # type: ignore[assignment]

@@ -18,11 +18,7 @@ from fastapi.testclient import TestClient
 from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_spent
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant import protocol
-from secfpp.participant.client import CoordinatorClient
-from secfpp.participant.engine import Engine
-from secfpp.participant.enrollment import enroll
-from secfpp.participant.state import StateDir
-from tests.participant.test_engine import ADMIN, DIM, N_CTX, GroupTrainer, N, R, drive, http
+from tests.participant.test_engine import ADMIN, DIM, N_CTX, N, R, drive, enroll_engines, http
 
 __all__ = ["http"]
 
@@ -43,32 +39,6 @@ def _federation(http: TestClient, dp: dict[str, Any]) -> tuple[str, list[str]]:
     fid = r.json()["id"]
     r = http.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": N}, headers=ADMIN)
     return fid, r.json()["tokens"]
-
-
-def _engines(http: TestClient, tmp_path: Path, fid: str, tokens: list[str]) -> list[Engine]:
-    engines = []
-    for n, token in enumerate(tokens):
-        state = StateDir(tmp_path / f"p{n}")
-        client = CoordinatorClient(http)
-        ident = enroll(
-            client,
-            state,
-            coordinator_url="http://testserver",
-            enrollment_token=token,
-            display_name=f"org-{n}",
-            ca_bundle=None,
-            rng=DeterministicRandom(n),
-        )
-        engines.append(
-            Engine(
-                client,
-                state,
-                GroupTrainer(ident["index"]),
-                rng=DeterministicRandom(f"e{n}"),
-                sleep=lambda s: None,
-            )
-        )
-    return engines
 
 
 def _ledger(db_path: Path) -> list[LedgerRecord]:
@@ -92,7 +62,7 @@ def test_noisy_rounds_publish_find_the_groups_and_fill_the_ledger(
     config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
     assert config["crypto"]["rerandomize_distances"] is True  # implied by the noise
     assert config["dp"]["distance_noise_multiplier"] == 0.001
-    engines = _engines(http, tmp_path, fid, tokens)
+    engines = enroll_engines(http, tmp_path, tokens)
     for _ in range(2):
         number = drive(http, fid, engines)
         status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
