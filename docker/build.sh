@@ -331,7 +331,7 @@ describe() {
         echo "size: $(mib "$size") MiB"
         echo "largest layers:"
         docker history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$image" \
-            | sort -h -r | head -n 5 | cut -c1-160
+            | sort -h -r | awk 'NR <= 5' | cut -c1-160
         return
     fi
     size=$("${BUILDAH[@]}" inspect --type image --format '{{.ImageSize}}' "$image" 2>/dev/null || true)
@@ -348,7 +348,7 @@ describe() {
             [ -d "$site" ] && break
         done
         echo "largest installed packages ($site):"
-        du -s -B1M "$site"/* 2>/dev/null | sort -n -r | head -n 8 \
+        du -s -B1M "$site"/* 2>/dev/null | sort -n -r | awk 'NR <= 8' \
             | awk -v s="$site/" '{sub(s, "", $2); printf "  %6d MiB  %s\n", $1, $2}' | tee "/tmp/secfpp-largest-$role.txt"
         local largest
         largest=$(awk '{printf "%s%s %s", (NR>1?", ":""), $3, $1}' "/tmp/secfpp-largest-$role.txt")
@@ -391,7 +391,7 @@ HEADER
         echo
         echo "## $(date -u '+%Y-%m-%d %H:%M UTC'): $BUILDER, $(uname -m), $(nproc) cores," \
             "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
-            "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
+            "$(sed -n 's/^model name[[:space:]]*: //p;T;q' /proc/cpuinfo)"
         echo
         echo "Command: \`bash docker/build.sh $( [ "$if_changed" = 1 ] && echo '--if-changed ')${roles[*]}\`" \
             "(total $total s${BASE_SECONDS:+, of which the debootstrap base $BASE_SECONDS s});" \
