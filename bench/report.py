@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -357,6 +358,11 @@ def _shown(argv: list[str]) -> list[str]:
     return [head, *argv[1:]]
 
 
+def _table(intro: str, header: str, align: str, rows: Iterable[str]) -> list[str]:
+    """``intro``, a blank line, then a Markdown table: ``header``, ``align`` and ``rows``."""
+    return [intro, "", header, align, *rows]
+
+
 def _missing(step: Step) -> list[str]:
     return [f"Not available in this run: {step.note or f'the benchmark failed (rc {step.rc})'}."]
 
@@ -409,46 +415,41 @@ def _ratios(steps: dict[str, Step], sizes: Sizes, dropout: float) -> list[str]:
 def _crypto(step: Step) -> list[str]:
     if step.data is None:
         return _missing(step)
-    rows = [
+    rounds = _table(
         "Secure-aggregation round, all-to-all (every participant shares to every other, "
         "N/4 colluders, the dropped fraction's results missing):",
-        "",
         "| N | d | K | T | dropped | share+seal s | open+sum s | decode s | round s | plain sum s "
         "| round / plain | max error |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in step.data["rounds"]:
-        rows.append(
+        (
             f"| {r['n']} | {r['d']:,} | {r['k']} | {r['t']} | {r['dropped']} "
             f"| {_f(r['share_seal'])} | {_f(r['open_sum'])} | {_f(r['decode'])} "
             f"| {_f(r['total'])} | {_f(r['plain'], 5)} | {r['total'] / r['plain']:,.0f} "
             f"| {r['max_error']:.1e} |"
-        )
-    rows += [
-        "",
+            for r in step.data["rounds"]
+        ),
+    )
+    secpc = _table(
         "Coded SecPC distance stage (r = 128, 8 clusters and their probes), every participant:",
-        "",
         "| N | K | T | values | share s | compute s | decode s | total s |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for s in step.data["secpc"]:
-        rows.append(
+        (
             f"| {s['n']} | {s['k']} | {s['t']} | {s['values']} | {_f(s['share'])} "
             f"| {_f(s['compute'])} | {_f(s['decode'])} | {_f(s['total'])} |"
-        )
-    rows += [
-        "",
+            for s in step.data["secpc"]
+        ),
+    )
+    matmul = _table(
         "Field matmul (p = 2^31 - 1) against float64 GEMM of the same shape, best of 5:",
-        "",
         "| shape | field s | GEMM s | GEMM / field |",
         "|---|---:|---:|---:|",
-    ]
-    for m in step.data["matmul"]:
-        rows.append(
+        (
             f"| {tuple(m['shape'])} | {_f(m['field'], 5)} | {_f(m['gemm'], 5)} "
             f"| {m['gemm'] / m['field']:.0%} |"
-        )
-    return rows
+            for m in step.data["matmul"]
+        ),
+    )
+    return [*rounds, "", *secpc, "", *matmul]
 
 
 def _committee(step: Step) -> list[str]:
@@ -513,37 +514,33 @@ def _growth(small: Step, large: Step) -> list[str]:
 def _decode(step: Step) -> list[str]:
     if step.data is None:
         return _missing(step)
-    rows = [
+    return _table(
         "Error-correcting decode, median of 3 (wall and CPU):",
-        "",
         "| N | stage | K | T | R | errors | L | wall s | CPU s |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in step.data["rows"]:
-        rows.append(
+        (
             f"| {r['n']} | {r['stage']} | {r['k']} | {r['t']} | {r['r']} | {r['errors']} "
             f"| {r['length']} | {_f(r['wall_s'])} | {_f(r['cpu_s'])} |"
-        )
-    return rows
+            for r in step.data["rows"]
+        ),
+    )
 
 
 def _flower_table(step: Step) -> list[str]:
     if step.data is None:
         return _missing(step)
-    rows = [
+    return _table(
         f"flwr {step.data['flwr']}, real `SecAggPlusWorkflow` in process, d = {step.data['d']:,}, "
         f"dropout {step.data['dropout']:g} after sharing:",
-        "",
         "| setting | N | share holders | t | client s (mean) | server s | summed s | completed |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in step.data["results"]:
-        rows.append(
+        (
             f"| {r['label']} | {r['n']} | {r['share_holders']} | {r['threshold']} "
             f"| {_f(r['client_s'])} | {_f(r['server_s'])} | {_f(r['summed_s'])} "
             f"| {r['completed']} |"
-        )
-    return rows
+            for r in step.data["results"]
+        ),
+    )
 
 
 def _load(step: Step) -> list[str]:
@@ -552,19 +549,18 @@ def _load(step: Step) -> list[str]:
     data, a = step.data, step.data["args"]
     o = data["overall"]
     backend = "SQLite" if a.get("sqlite") else "PostgreSQL"
-    rows = [
+    rows = _table(
         f"{a['participants']} participants over HTTP, d = {a['dim']:,}, {a['rounds']} round(s), "
         f"{backend}, {a['replicas']} replica(s); latencies are wall-clock:",
-        "",
         "| endpoint | count | p50 ms | p95 ms | p99 ms | max ms |",
         "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, p in [*data["endpoints"].items(), ("all participant", o)]:
-        if p["count"]:
-            rows.append(
-                f"| {name} | {p['count']} | {1000 * p['p50']:.0f} | {1000 * p['p95']:.0f} "
-                f"| {1000 * p['p99']:.0f} | {1000 * p['max']:.0f} |"
-            )
+        (
+            f"| {name} | {p['count']} | {1000 * p['p50']:.0f} | {1000 * p['p95']:.0f} "
+            f"| {1000 * p['p99']:.0f} | {1000 * p['max']:.0f} |"
+            for name, p in [*data["endpoints"].items(), ("all participant", o)]
+            if p["count"]
+        ),
+    )
     cpu = data["cpu_seconds"]
     rows += [
         "",

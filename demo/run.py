@@ -138,6 +138,13 @@ class Deployment:
         _wait_ready(admin, 60, coordinator)
         return cls(work, procs, url, admin, certs, env)
 
+    def close(self) -> None:
+        """Close the admin client; call it before the process group stops the coordinator.
+        An idle keep-alive TLS connection left open holds uvicorn's graceful shutdown (it
+        waits for the connection to close), so the group's SIGTERM ended in its SIGKILL 5 s
+        later, and the coordinator's lifespan never ran its shutdown."""
+        self.admin.close()
+
     def create_federation(self, body: dict[str, Any]) -> dict[str, Any]:
         r = self.admin.post("/v1/federations", json=body)
         r.raise_for_status()
@@ -393,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep_open:
             _finish(record, federation, work)
             _keep_open(deployment)
+        deployment.close()
     if not args.keep_open:
         _finish(record, federation, work)
     _say(f"finished in {time.monotonic() - started:.0f} s; all processes stopped")

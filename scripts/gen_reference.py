@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import io
+import operator
 import os
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +58,23 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _unannotated(annotation: Any) -> tuple[Any, list[Any]]:
+    """``annotation`` with each ``Annotated[T, ...]`` in it replaced by ``T``, and the
+    constraints those carried (``Optional[Epsilon]`` -> ``float | None``, [Gt, Le, ...])."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *extras = typing.get_args(annotation)
+        return base, [meta for extra in extras for meta in getattr(extra, "metadata", [extra])]
+    if origin in (typing.Union, types.UnionType):
+        parts = [_unannotated(arg) for arg in typing.get_args(annotation)]
+        union = functools.reduce(operator.or_, [base for base, _ in parts])
+        return union, [meta for _, metas in parts for meta in metas]
+    return annotation, []
+
+
 def _bounds(field: Any) -> str:
     parts = []
-    for meta in field.metadata:
+    for meta in [*field.metadata, *_unannotated(field.annotation)[1]]:
         for name, symbol in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             value = getattr(meta, name, None)
             if value is not None:
@@ -123,8 +141,9 @@ def _config_rows(model: Any, prefix: str) -> list[str]:
             rows += _config_rows(nested[0], f"{key}.")
             continue
         default = "required" if field.is_required() else f"`{field.get_default()!r}`"
+        kind = _type_name(_unannotated(field.annotation)[0])
         rows.append(
-            f"| `{key}` | {_cell(_type_name(field.annotation))} | {_cell(default)} | "
+            f"| `{key}` | {_cell(kind)} | {_cell(default)} | "
             f"{_cell(_bounds(field))} | {_cell(field.description or '')} |"
         )
     return rows

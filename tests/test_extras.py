@@ -5,14 +5,17 @@
   unimportable; the role's entry points must still import, build their parser and answer
   ``--help`` (the coordinator also builds its app). A module of the other role that sneaks
   into an entry point's import graph fails this test.
-* **What pip would install** (``pip install --dry-run --report``, resolving from the package
-  index with ``constraints.txt``): ``.[coordinator]`` pulls no torch, ``.[participant]`` no web
-  server or database driver, and neither pulls the test-only ``galois``.
+* **What pip would install** (no network: :func:`tests.support.extras.closure`): the
+  requirements of ``secfpp[EXTRA]`` (from ``pyproject.toml``) followed through the installed
+  metadata of every dependency at the version ``constraints.txt`` pins, which is what
+  ``pip install -c constraints.txt ".[EXTRA]"`` installs here: ``.[coordinator]`` pulls no
+  torch, ``.[participant]`` no web server or database driver, and neither pulls the
+  test-only ``galois``.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.metadata as md
 import os
 import subprocess
 import sys
@@ -22,44 +25,28 @@ from pathlib import Path
 import pytest
 
 from tests.support.common import skip_or_fail
+from tests.support.extras import (
+    closure,
+    installed_requires,
+    normalize,
+    project_requires,
+    read_pins,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs in the child: block every top-level module whose distribution is outside the closure.
 BLOCKER = textwrap.dedent(
     """
-    import importlib.abc, importlib.machinery, importlib.metadata as md, re, sys
-    from packaging.requirements import Requirement
-
-    def closure(extra):
-        todo, seen = [("secfpp", {extra})], set()
-        while todo:
-            name, extras = todo.pop()
-            key = re.sub(r"[-_.]+", "-", name).lower()
-            for e in {""} | set(extras):
-                if (key, e) in seen:
-                    continue
-                seen.add((key, e))
-                try:
-                    requires = md.distribution(name).requires or []
-                except md.PackageNotFoundError:
-                    continue
-                for text in requires:
-                    req = Requirement(text)
-                    if req.marker is None:
-                        wanted = e == ""  # unconditional: counted once, with no extra
-                    else:
-                        wanted = req.marker.evaluate({"extra": e})
-                    if wanted:
-                        todo.append((req.name, set(req.extras)))
-        return {k for k, _ in seen}
+    import importlib.abc, importlib.machinery, importlib.metadata as md, sys
+    from tests.support.extras import closure, normalize
 
     allowed = closure(ROLE)
     owners = md.packages_distributions()
     blocked = {
         module
         for module, dists in owners.items()
-        if not any(re.sub(r"[-_.]+", "-", d).lower() in allowed for d in dists)
+        if not any(normalize(d) in allowed for d in dists)
     } - {"secfpp", "crypto", "coordinator", "participant", "migrations", "_distutils_hack"}
 
     class Absent(importlib.abc.Loader):
@@ -123,37 +110,39 @@ def test_entry_points_import_only_their_extra(role: str, tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def _would_install(extra: str, tmp_path: Path) -> set[str]:
-    report = tmp_path / f"{extra}.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--ignore-installed",
-            "--quiet",
-            "--report",
-            str(report),
-            "-c",
-            str(ROOT / "constraints.txt"),
-            f"{ROOT}[{extra}]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if result.returncode != 0:
-        skip_or_fail(f"pip could not resolve .[{extra}]: {result.stderr[-2000:]}")
-    names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
-    return {n.replace("_", "-") for n in names}
+UNPINNED = {"pip", "setuptools", "wheel"}
+"""What ``pip freeze`` leaves out of constraints.txt (torch needs setuptools): pip takes any
+version of them, whose requirements are read from the installed one."""
 
 
-@pytest.mark.slow
-def test_pip_installs_no_other_role(tmp_path: Path) -> None:
-    coordinator = _would_install("coordinator", tmp_path)
-    participant = _would_install("participant", tmp_path)
+def _would_install(extra: str) -> set[str]:
+    """The distributions ``pip install -c constraints.txt ".[extra]"`` installs here."""
+    pins = read_pins(ROOT / "constraints.txt")
+    names = closure(extra, lambda name: _pinned_requires(name, pins))
+    return names - {"secfpp"}
+
+
+def _pinned_requires(name: str, pins: dict[str, str]) -> list[str]:
+    if normalize(name) == "secfpp":
+        return project_requires(ROOT / "pyproject.toml")
+    requires = installed_requires(name)
+    if requires is None:
+        skip_or_fail(f"{name} is not installed: install .[dev] with -c constraints.txt")
+    version = md.version(name)
+    pin = pins.get(normalize(name))
+    if pin is None and normalize(name) in UNPINNED:
+        return requires
+    if version != pin:
+        skip_or_fail(
+            f"{name} {version} is installed, constraints.txt pins {pin}: the installed "
+            "metadata is not what pip would install (reinstall with -c constraints.txt)"
+        )
+    return requires
+
+
+def test_pip_installs_no_other_role() -> None:
+    coordinator = _would_install("coordinator")
+    participant = _would_install("participant")
     assert {"fastapi", "sqlalchemy", "uvicorn"} <= coordinator
     assert not {"torch", "torchvision", "open-clip-torch", "galois"} & coordinator
     assert {"torch", "open-clip-torch", "httpx"} <= participant

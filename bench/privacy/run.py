@@ -72,6 +72,17 @@ ORDER = ("local", "promptfl", *DP_FAMILIES, "secfpp")
 #: table's privacy columns find a row for every DP-FPL epsilon.
 DEFAULT_BUDGETS = (0.1, 0.4, 1.0)
 DEFAULT_SETTINGS = SETTING_ORDER
+#: The defaults of ``--quick`` (tiny federations, one budget, the small leakage grid).
+QUICK = {
+    "participants": 4,
+    "per_participant": 40,
+    "rounds": 2,
+    "shadows": 2,
+    "sensitivity_images": 20,
+    "sensitivity_epochs": 3,
+    "mi_samples": 400,
+    "budgets": [1.0],
+}
 
 
 def plan_methods(budgets: Sequence[float], strategies: Sequence[str] = ORDER) -> list[Method]:
@@ -120,13 +131,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "for what was not run now (same data, member masks and seeds; noise the coordinator "
         "draws is fresh in every run, as in production)",
     )
-    parser.add_argument("--quick", action="store_true", help="tiny federations (a smoke test)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny federations (a smoke test): other defaults, which options given still override",
+    )
     args = parser.parse_args(argv)
     if args.quick:
-        args.participants, args.per_participant, args.rounds, args.shadows = 4, 40, 2, 2
-        args.sensitivity_images, args.sensitivity_epochs, args.mi_samples = 20, 3, 400
-        if args.budgets == list(DEFAULT_BUDGETS):
-            args.budgets = [1.0]
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     args.ctx_init = args.ctx_init or None
     args.min_aggregation_size = min(BenchConfig.min_aggregation_size, args.participants - 1)
     if args.shadows < 2 or args.shadows % 2:

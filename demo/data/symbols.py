@@ -1,6 +1,6 @@
 """Three more printed domains the shipped backbone never saw: Greek, Cyrillic, math symbols.
 
-Rendered exactly as the printed digits and letters (:func:`demo.data.synthetic.render_domain`:
+Rendered exactly as the printed digits and letters (:class:`demo.data.synthetic.PrintedDomain`:
 the 12 DejaVu fonts matplotlib ships, every one of which holds all these glyphs; a per-sample
 generator ``default_rng([seed, domain code, i])`` for the jitter, ink, paper and noise), so they
 are seeded, deterministic and offline. Classes are letters or symbols by their names, so each is
@@ -22,9 +22,9 @@ the backbone *was* pretrained on) are held out: no parameter is chosen on them.
 
 from __future__ import annotations
 
-from demo.data.base import HELD_OUT, TUNING, DomainData, DomainSpec, Split
+from demo.data.base import HELD_OUT, TUNING, DomainSpec
 from demo.data.registry import register_domain
-from demo.data.synthetic import render_domain
+from demo.data.synthetic import PrintedDomain
 
 __all__ = [
     "CYRILLIC",
@@ -68,46 +68,23 @@ CYRILLIC_NAMES = tuple(f"cyrillic letter {name}" for name, _, _ in CYRILLIC)
 MATH_NAMES = tuple(f"{name} symbol" for name, _ in MATH_SYMBOLS)
 
 
-def greek_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
-    """24 Greek letters, both cases, 12 fonts: 5 (train) or 1 (test) per class, case and font."""
-    return render_domain(
-        domain="greek_letters",
-        domain_code=4,
-        class_chars=tuple((lower, upper) for _, lower, upper in GREEK),
-        class_names=GREEK_NAMES,
-        split=split,
-        seed=seed,
-        train_repeats=5,
-        test_repeats=1,
-    )
-
-
-def cyrillic_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
-    """17 Cyrillic letters, both cases, 12 fonts: 5 (train) or 1 (test) per class, case and font."""
-    return render_domain(
-        domain="cyrillic_letters",
-        domain_code=5,
-        class_chars=tuple((lower, upper) for _, lower, upper in CYRILLIC),
-        class_names=CYRILLIC_NAMES,
-        split=split,
-        seed=seed,
-        train_repeats=5,
-        test_repeats=1,
-    )
-
-
-def math_symbols(split: Split = "train", *, seed: int = 0) -> DomainData:
-    """20 math symbols, 12 fonts: 12 (train) or 2 (test) per class and font."""
-    return render_domain(
-        domain="math_symbols",
-        domain_code=6,
-        class_chars=tuple((symbol,) for _, symbol in MATH_SYMBOLS),
-        class_names=MATH_NAMES,
-        split=split,
-        seed=seed,
-        train_repeats=12,
-        test_repeats=2,
-    )
+#: 24 Greek letters, both cases, 12 fonts: 5 (train) or 1 (test) per class, case and font.
+greek_letters = PrintedDomain(
+    "greek_letters", 4, tuple((lower, upper) for _, lower, upper in GREEK), GREEK_NAMES, 5, 1
+)
+#: 17 Cyrillic letters, both cases, 12 fonts: 5 (train) or 1 (test) per class, case and font.
+cyrillic_letters = PrintedDomain(
+    "cyrillic_letters",
+    5,
+    tuple((lower, upper) for _, lower, upper in CYRILLIC),
+    CYRILLIC_NAMES,
+    5,
+    1,
+)
+#: 20 math symbols, 12 fonts: 12 (train) or 2 (test) per class and font.
+math_symbols = PrintedDomain(
+    "math_symbols", 6, tuple((symbol,) for _, symbol in MATH_SYMBOLS), MATH_NAMES, 12, 2
+)
 
 
 def _register() -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import string
+from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
@@ -55,6 +56,7 @@ __all__ = [
     "PRETRAINING_DOMAINS",
     "DomainData",
     "DomainSpec",
+    "PrintedDomain",
     "Split",
     "fashion_mnist",
     "handwritten_digits",
@@ -170,32 +172,44 @@ def render_domain(
     )
 
 
-def printed_digits(split: Split = "train", *, seed: int = 0) -> DomainData:
-    """Digits "0".."9" rendered from 12 DejaVu fonts: 24 (train) or 4 (test) per class and font."""
-    return render_domain(
-        domain="printed_digits",
-        domain_code=1,
-        class_chars=tuple((d,) for d in string.digits),
-        class_names=DIGIT_NAMES,
-        split=split,
-        seed=seed,
-        train_repeats=24,
-        test_repeats=4,
-    )
+@dataclass(frozen=True)
+class PrintedDomain:
+    """A printed domain's recipe for :func:`render_domain`; calling it renders one split
+    (the loader its :class:`~demo.data.base.DomainSpec` holds)."""
+
+    domain: str
+    domain_code: int
+    class_chars: tuple[tuple[str, ...], ...]
+    class_names: tuple[str, ...]
+    train_repeats: int
+    test_repeats: int
+
+    def __call__(self, split: Split = "train", *, seed: int = 0) -> DomainData:
+        return render_domain(
+            domain=self.domain,
+            domain_code=self.domain_code,
+            class_chars=self.class_chars,
+            class_names=self.class_names,
+            split=split,
+            seed=seed,
+            train_repeats=self.train_repeats,
+            test_repeats=self.test_repeats,
+        )
 
 
-def printed_letters(split: Split = "train", *, seed: int = 0) -> DomainData:
-    """Letters, both cases, from 12 DejaVu fonts: 5 (train) or 1 (test) per class, case and font."""
-    return render_domain(
-        domain="printed_letters",
-        domain_code=2,
-        class_chars=tuple(zip(string.ascii_lowercase, string.ascii_uppercase, strict=True)),
-        class_names=LETTER_NAMES,
-        split=split,
-        seed=seed,
-        train_repeats=5,
-        test_repeats=1,
-    )
+#: Digits "0".."9" rendered from 12 DejaVu fonts: 24 (train) or 4 (test) per class and font.
+printed_digits = PrintedDomain(
+    "printed_digits", 1, tuple((d,) for d in string.digits), DIGIT_NAMES, 24, 4
+)
+#: Letters, both cases, from 12 DejaVu fonts: 5 (train) or 1 (test) per class, case and font.
+printed_letters = PrintedDomain(
+    "printed_letters",
+    2,
+    tuple(zip(string.ascii_lowercase, string.ascii_uppercase, strict=True)),
+    LETTER_NAMES,
+    5,
+    1,
+)
 
 
 def _register_builtins() -> None:

@@ -14,14 +14,18 @@ from bench.privacy import run as privacy
 from bench.privacy.report import END, START, render_markdown, write_doc_region
 from bench.privacy.summary import SHARED_SETTINGS, summarize
 
-# one worker runs the whole module: its tests share the 30 s quick run (quick_report)
+# one worker runs the whole module: its tests share one quick run (quick_report), made once
+# per session (a module-scoped fixture was made again whenever xdist ran another module's
+# test between two of these)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("privacy_quick_report")]
 
 
 SETTINGS = ("single", "two-domain")
+PARTICIPANTS = privacy.QUICK["participants"]
+PER_PARTICIPANT = 24  # fewer than --quick's 40, and one round instead of 2: half the time
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("privacy")
     readme = out / "README.md"
@@ -29,6 +33,10 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     code = privacy.main(
         [
             "--quick",
+            "--rounds",
+            "1",
+            "--per-participant",
+            str(PER_PARTICIPANT),
             "--workers",
             "1",
             "--settings",
@@ -46,7 +54,12 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
         ]
     )
     assert code == 0
-    return json.loads((out / "privacy.json").read_text()), out
+    report: dict[str, Any] = json.loads((out / "privacy.json").read_text())
+    assert (report["settings"]["rounds"], report["settings"]["per_participant"]) == (
+        1,
+        PER_PARTICIPANT,
+    )
+    return report, out
 
 
 def _is_rate(value: object) -> bool:
@@ -86,9 +99,9 @@ def test_every_setting_and_method_has_a_row_with_attack_scores(
                 assert _is_rate(scores["auc"])
                 assert _is_rate(scores["tpr_at_1pct_fpr"])
                 assert scores["auc_se"] > 0
-                # 4 participants x at most 40 images, round(80%) of each participant's members
+                # 4 participants x at most 24 images, round(80%) of each participant's members
                 total = scores["members"] + scores["non_members"]
-                assert 40 <= total <= 160
+                assert PER_PARTICIPANT <= total <= PARTICIPANTS * PER_PARTICIPANT
                 assert abs(scores["members"] - 0.8 * total) <= 4 * 0.5
     # The two settings are different data: their attack scores are not copies of each other.
     one, two = (report["results"][s]["methods"][0]["lira"]["auc"] for s in SETTINGS)
@@ -151,6 +164,15 @@ def test_arguments_default_to_the_accuracy_budgets_and_all_settings() -> None:
         privacy._arguments(["--seeds", "0"])
     with pytest.raises(SystemExit):
         privacy._arguments(["--settings", "four-domain"])
+
+
+def test_quick_sets_defaults_that_options_given_override() -> None:
+    quick = vars(privacy._arguments(["--quick"]))
+    assert {key: quick[key] for key in privacy.QUICK} == privacy.QUICK
+    assert quick["min_aggregation_size"] == 3  # participants - 1
+    given = privacy._arguments(["--quick", "--rounds", "1", "--budgets", "0.5", "4"])
+    assert (given.rounds, given.budgets, given.participants) == (1, [0.5, 4.0], 4)
+    assert privacy._arguments(["--rounds", "1"]).participants == 10  # no --quick: the full run
 
 
 def _row(method: str, auc: float = 0.5, se: float = 0.02, acc: float = 0.8) -> dict[str, Any]:

@@ -110,6 +110,7 @@ def test_export_and_predict_reproduce_the_daemons_accuracy(tmp_path: Path) -> No
         assert fed["status"]["reason"] == "finished: rounds done"
         rounds = deployment.admin.get(f"/v1/federations/{fid}/rounds?limit=50").json()["items"]
         assert [r["number"] for r in rounds] == list(range(1, ROUNDS + 1))
+        deployment.close()  # the coordinator then stops at once, not after the group's 5 s
 
     state = states[0]
     index = Deployment.index(state)

@@ -142,5 +142,6 @@ def test_six_daemons_three_rounds_with_a_sigkilled_participant(tmp_path: Path) -
                 },
                 handle,
             )
+        deployment.close()  # the coordinator then stops at once, not after the group's 5 s
     for child in procs.children.values():
         assert child.poll() is not None

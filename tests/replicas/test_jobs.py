@@ -369,6 +369,52 @@ def test_a_stop_absorbed_while_the_pool_opens_stops_the_worker(
     assert worked == []
 
 
+@pytest.mark.parametrize("loop", ["recovery", "watch"])
+def test_a_stop_absorbed_by_a_database_call_ends_the_side_loops(
+    monkeypatch: pytest.MonkeyPatch, loop: str
+) -> None:
+    """A cancellation that lands in a database call of the stalled-job recovery (or of the
+    database watch) can be absorbed by psycopg: the call returns as if nothing happened.
+    The loop must end anyway instead of sleeping on: the recovery that went on waited out
+    the coordinator's 45 s shutdown timeout (a third of the PostgreSQL test clients, 45 s
+    each in teardown)."""
+    from secfpp.coordinator.jobs import postgres
+
+    calls: list[int] = []
+
+    async def absorbing_call() -> None:
+        calls.append(1)
+        with contextlib.suppress(asyncio.CancelledError):  # as a psycopg call may
+            await asyncio.sleep(0.2)
+
+    async def recover(app: Any, stalled_s: float) -> int:
+        await absorbing_call()
+        return 0
+
+    async def answers(url: str, timeout_s: float) -> bool:
+        await absorbing_call()
+        return True
+
+    monkeypatch.setattr(postgres, "recover_stalled", recover)
+    monkeypatch.setattr(postgres, "database_answers", answers)
+    options = WorkerOptions(name="w", heartbeat_s=30, stalled_s=60)
+
+    async def scenario() -> None:
+        if loop == "recovery":
+            side = postgres._recover_forever(None, options)  # type: ignore[arg-type]
+        else:
+            side = postgres.watch_database("postgresql://x/y", 1)
+        task = asyncio.create_task(side)
+        await asyncio.sleep(0.05)  # inside the database call
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert done, f"the {loop} loop kept running after it was cancelled"
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+    assert calls == [1]
+
+
 @pytest.mark.parametrize("absorbs", [True, False], ids=["absorbed", "graceful"])
 def test_a_worker_that_absorbs_the_stop_while_starting_is_asked_again(
     monkeypatch: pytest.MonkeyPatch, absorbs: bool

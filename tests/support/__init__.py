@@ -16,4 +16,5 @@ needs beyond that lives here, once, and is imported from here:
   :mod:`tests.support.dashboard`, :mod:`tests.support.docker`: the kits of those suites.
 * :mod:`tests.support.learning`: the tiny open_clip config and toy images.
 * :mod:`tests.support.threads`: run a callable per item in threads (race tests).
+* :mod:`tests.support.extras`: what an install extra pulls in, from package metadata.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,6 +14,11 @@ from secfpp.crypto.errors import ParameterError
 LDP_DEFAULT_RANK = 8
 LDP_DEFAULT_CLIP_NORM = 1.0
 LDP_DEFAULT_NOISE_MULTIPLIER = 0.0
+
+# The bounded numbers of this section (finite: inf and NaN are refused).
+NoiseMultiplier = Annotated[float, Field(gt=0, le=limits.MAX_NOISE_MULTIPLIER, allow_inf_nan=False)]
+Epsilon = Annotated[float, Field(gt=0, le=limits.MAX_EPSILON_BUDGET, allow_inf_nan=False)]
+ClipNorm = Annotated[float, Field(gt=0, le=limits.MAX_CLIP, allow_inf_nan=False)]
 
 
 class DifferentialPrivacyConfig(_Frozen):
@@ -44,36 +49,24 @@ class DifferentialPrivacyConfig(_Frozen):
     """
 
     mechanism: Literal["none", "gaussian", "distributed"] = "none"
-    noise_multiplier: float | None = Field(
+    noise_multiplier: NoiseMultiplier | None = Field(
         default=None,
-        gt=0,
-        le=limits.MAX_NOISE_MULTIPLIER,
-        allow_inf_nan=False,
         description="z = noise std / sensitivity; required for 'gaussian' and 'distributed'.",
     )
     delta: float = Field(default=1e-5, gt=0, lt=1, allow_inf_nan=False)
-    epsilon_budget: float | None = Field(
+    epsilon_budget: Epsilon | None = Field(
         default=None,
-        gt=0,
-        le=limits.MAX_EPSILON_BUDGET,
-        allow_inf_nan=False,
         description="Rounds that would spend more are refused at start.",
     )
-    target_epsilon: float | None = Field(
+    target_epsilon: Epsilon | None = Field(
         default=None,
-        gt=0,
-        le=limits.MAX_EPSILON_BUDGET,
-        allow_inf_nan=False,
         description="(target_epsilon, delta) the planned rounds.total rounds must meet: "
         "noise_multiplier (leave it null) is calibrated at creation with dp-accounting's RDP "
         "accountant, and epsilon_budget defaults to it. Strategy feddpa's way to set its DP.",
     )
 
-    distance_noise_multiplier: float | None = Field(
+    distance_noise_multiplier: NoiseMultiplier | None = Field(
         default=None,
-        gt=0,
-        le=limits.MAX_NOISE_MULTIPLIER,
-        allow_inf_nan=False,
         description="Distributed DP on the distance stage (strategy secfpp, docs/protocol.md "
         "section 7): every present participant adds discrete Gaussian noise to every decoded "
         "distance through its re-randomizing contribution (so it implies "
@@ -83,11 +76,8 @@ class DifferentialPrivacyConfig(_Frozen):
         "is recorded in the privacy ledger (kind 'distance'). Null: no distance noise. The "
         "clustering field's bits are lowered at creation so the noise cannot wrap it.",
     )
-    distance_l2_clip: float = Field(
+    distance_l2_clip: ClipNorm = Field(
         default=1.0,
-        gt=0,
-        le=limits.MAX_CLIP,
-        allow_inf_nan=False,
         description="rho: with distance noise, each reduced prompt is clipped to this L2 "
         "norm before it is shared; the sensitivity (hence the noise) scales with rho^2.",
     )
@@ -99,11 +89,8 @@ class DifferentialPrivacyConfig(_Frozen):
         description="dpfpl: rank k of the local prompt's factorization L = u v + r, at most "
         "min(n_ctx, dim); null at creation: min(8, n_ctx, dim).",
     )
-    ldp_clip_norm: float | None = Field(
+    ldp_clip_norm: ClipNorm | None = Field(
         default=None,
-        gt=0,
-        le=limits.MAX_CLIP,
-        allow_inf_nan=False,
         description="dpfpl: per-step L2 clip C of grad_G, grad_u, grad_v; null at creation: 1.0.",
     )
     ldp_noise_multiplier: float | None = Field(
