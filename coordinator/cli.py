@@ -65,6 +65,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         ssl_certfile=str(settings.tls_certfile) if tls else None,
         ssl_keyfile=str(settings.tls_keyfile) if tls else None,
         log_level="info",
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
     )
     return 0
 

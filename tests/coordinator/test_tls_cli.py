@@ -80,3 +80,42 @@ def test_server_answers_https_with_the_generated_certificate(
             httpx.get(f"{proc.url}/healthz", verify=ssl.create_default_context())
     finally:
         proc.stop()
+
+
+@pytest.mark.slow
+def test_sigterm_is_not_held_by_an_idle_tls_client(tmp_path: Path, server_process: Any) -> None:
+    """An HTTPS client that keeps its connection open (httpx's keep-alive pool) must not
+    keep the coordinator from stopping: closing a TLS connection waits for the peer's
+    close_notify (asyncio's 30 s ``ssl_shutdown_timeout``), so uvicorn's default graceful
+    shutdown waited that long. After ``SECFPP_SHUTDOWN_GRACE_S`` it now closes what is left
+    and runs the application's shutdown."""
+    import signal
+    import time
+
+    paths = generate_certificates(tmp_path / "certs", ["localhost", "127.0.0.1"])
+    context = ssl.create_default_context(cafile=str(paths.ca_cert))
+    proc = server_process(
+        f"sqlite:///{tmp_path / 'grace.db'}",
+        tmp_path / "server.log",
+        {
+            "SECFPP_TLS_CERTFILE": str(paths.server_cert),
+            "SECFPP_TLS_KEYFILE": str(paths.server_key),
+            "SECFPP_SHUTDOWN_GRACE_S": "1",
+        },
+        scheme="https",
+        verify=context,
+    )
+    proc.start("--migrate")
+    client = httpx.Client(base_url=proc.url, verify=context)
+    try:
+        assert client.get("/healthz").status_code == 200  # the connection stays in the pool
+        started = time.monotonic()
+        proc.process.send_signal(signal.SIGTERM)
+        proc.process.wait(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        client.close()
+        proc.stop()
+    log = (tmp_path / "server.log").read_text()
+    assert took < 10, f"SIGTERM took {took:.1f} s with a grace of 1 s"
+    assert "Application shutdown complete" in log, log[-2000:]

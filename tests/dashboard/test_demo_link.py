@@ -41,6 +41,7 @@ def test_demo_prints_a_working_one_time_login_link(tmp_path: Path) -> None:
             browser.cookies.clear()
             again = browser.post("/dashboard/link", content=f"code={code}", headers=form)
             assert again.status_code == 401
+        deployment.close()
 
 
 def test_keep_open_waits_until_sigterm_and_returns(capsys: pytest.CaptureFixture[str]) -> None:
