@@ -55,10 +55,11 @@ def test_serve_refuses_plain_http_without_the_flag(monkeypatch: pytest.MonkeyPat
         get_settings.cache_clear()
 
 
-@pytest.mark.slow
-def test_server_answers_https_with_the_generated_certificate(
-    tmp_path: Path, server_process: Any
-) -> None:
+def _https_server(
+    tmp_path: Path, server_process: Any, env: dict[str, str] | None = None
+) -> tuple[Any, ssl.SSLContext]:
+    """A started coordinator process serving HTTPS with freshly generated certificates, and
+    a client context that trusts their CA."""
     paths = generate_certificates(tmp_path / "certs", ["localhost", "127.0.0.1"])
     context = ssl.create_default_context(cafile=str(paths.ca_cert))
     proc = server_process(
@@ -67,11 +68,20 @@ def test_server_answers_https_with_the_generated_certificate(
         {
             "SECFPP_TLS_CERTFILE": str(paths.server_cert),
             "SECFPP_TLS_KEYFILE": str(paths.server_key),
+            **(env or {}),
         },
         scheme="https",
         verify=context,
     )
     proc.start("--migrate")
+    return proc, context
+
+
+@pytest.mark.slow
+def test_server_answers_https_with_the_generated_certificate(
+    tmp_path: Path, server_process: Any
+) -> None:
+    proc, context = _https_server(tmp_path, server_process)
     try:
         r = httpx.get(f"{proc.url}/healthz", verify=context)
         assert r.status_code == 200
@@ -92,20 +102,7 @@ def test_sigterm_is_not_held_by_an_idle_tls_client(tmp_path: Path, server_proces
     import signal
     import time
 
-    paths = generate_certificates(tmp_path / "certs", ["localhost", "127.0.0.1"])
-    context = ssl.create_default_context(cafile=str(paths.ca_cert))
-    proc = server_process(
-        f"sqlite:///{tmp_path / 'grace.db'}",
-        tmp_path / "server.log",
-        {
-            "SECFPP_TLS_CERTFILE": str(paths.server_cert),
-            "SECFPP_TLS_KEYFILE": str(paths.server_key),
-            "SECFPP_SHUTDOWN_GRACE_S": "1",
-        },
-        scheme="https",
-        verify=context,
-    )
-    proc.start("--migrate")
+    proc, context = _https_server(tmp_path, server_process, {"SECFPP_SHUTDOWN_GRACE_S": "1"})
     client = httpx.Client(base_url=proc.url, verify=context)
     try:
         assert client.get("/healthz").status_code == 200  # the connection stays in the pool
