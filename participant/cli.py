@@ -360,9 +360,9 @@ def _status(args: argparse.Namespace) -> int:
         client = _client(identity)
         try:
             task = client.task()
-            shown["coordinator"] = {
-                k: task.get(k) for k in ("round", "stage", "action", "deadline", "cluster")
-            }
+            shown["coordinator"] = task.model_dump(
+                mode="json", include={"round", "stage", "action", "deadline", "cluster"}
+            )
         except (CoordinatorUnavailableError, RequestRefusedError) as exc:
             shown["coordinator"] = f"unreachable: {exc}"
         finally:
@@ -382,9 +382,9 @@ def _set_token(args: argparse.Namespace) -> int:
         me = client.me()
     finally:
         client.close()
-    if me.get("participant_id") != identity["participant_id"]:
+    if me.participant_id != identity["participant_id"]:
         raise StateError(
-            f"the token belongs to participant {me.get('participant_id')}, not to "
+            f"the token belongs to participant {me.participant_id}, not to "
             f"{identity['participant_id']} of {args.state}"
         )
     state.write_json(state.IDENTITY, {**identity, "api_token": token})

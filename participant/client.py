@@ -9,8 +9,9 @@ per ``log_every_s`` while it lasts, and its end once. A 500 is retried a few tim
 
 Share uploads and inboxes travel as binary bodies (``application/octet-stream``, the
 batches of :mod:`crypto.wire`), coded results as raw packed bytes: no base64 or JSON
-for the coordinator to read. The methods keep their JSON-shaped arguments and results
-(ciphertexts as base64 text), so the state directory's ``shares.json`` is unchanged.
+for the coordinator to read. A share upload keeps its JSON-shaped argument (ciphertexts as
+base64 text), so the state directory's ``shares.json`` is unchanged; an inbox is returned as
+a :class:`ReceivedInbox`, whichever of the two forms the coordinator served.
 
 A certificate the client cannot verify (signed by a CA that is not in the CA bundle,
 expired, or issued for another host name) is no outage: retrying cannot fix it, so it is
@@ -25,7 +26,7 @@ Every JSON answer is parsed into its message of the wire schema (:mod:`secfpp.wi
 the models the coordinator answers with) before a caller sees it: an answer of another shape
 (a coordinator of another version, a proxy's page) raises :class:`InvalidAnswerError`, naming
 the request and each failing field, instead of a ``KeyError`` deep in a stage. The methods
-return the validated document (the daemon's stages read documents). Request bodies are
+return the validated models (the daemon's stages read their attributes). Request bodies are
 left for the coordinator to judge (its refusal names the failing field), as before.
 """
 
@@ -41,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -54,6 +55,7 @@ from secfpp.wire.messages import (
     BeaconContributionReceipt,
     EnrollResponse,
     Inbox,
+    MeResponse,
     MetricsReceipt,
     RoundOutcome,
     Task,
@@ -65,6 +67,8 @@ __all__ = [
     "CoordinatorClient",
     "CoordinatorUnavailableError",
     "InvalidAnswerError",
+    "ReceivedEnvelope",
+    "ReceivedInbox",
     "RequestRefusedError",
     "RetryPolicy",
     "UntrustedCertificateError",
@@ -118,14 +122,49 @@ class InvalidAnswerError(RequestRefusedError):
         super().__init__(status, "invalid_answer", detail, method, path)
 
 
-def _parse(model: type[BaseModel], document: Any, method: str, path: str) -> dict[str, Any]:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _parse(model: type[M], document: Any, method: str, path: str) -> M:
     """``document`` validated as ``model`` (:class:`InvalidAnswerError` if it is not one)."""
     try:
-        model.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as exc:
         raise InvalidAnswerError(200, model.__name__, exc, method, path) from None
-    result: dict[str, Any] = document
-    return result
+
+
+@dataclass(frozen=True)
+class ReceivedEnvelope:
+    """One sealed share of an inbox: its bytes (binary inbox) or their base64 text (JSON
+    inbox, :class:`~secfpp.wire.messages.InboxEnvelope`; decoded when it is opened, so that
+    text that is not base64 counts against its sender only)."""
+
+    sender: int
+    kind: str
+    ciphertext: bytes | str
+
+
+@dataclass(frozen=True)
+class ReceivedInbox:
+    """The shares sealed to this participant for a round, as
+    :func:`secfpp.participant.protocol.open_inbox` takes them: from the binary inbox
+    (:func:`secfpp.crypto.wire.unpack_inbox`) or from the JSON
+    :class:`~secfpp.wire.messages.Inbox` (:meth:`of`)."""
+
+    round: int
+    recipient: int
+    senders: tuple[int, ...]
+    envelopes: tuple[ReceivedEnvelope, ...]
+
+    @classmethod
+    def of(cls, inbox: Inbox) -> ReceivedInbox:
+        """The JSON inbox's content."""
+        return cls(
+            inbox.round,
+            inbox.recipient,
+            tuple(inbox.senders),
+            tuple(ReceivedEnvelope(e.sender, e.kind, e.ciphertext) for e in inbox.envelopes),
+        )
 
 
 class AccessRevokedError(RequestRefusedError):
@@ -389,9 +428,8 @@ class CoordinatorClient:
         return kind(response.status_code, code, detail, method, path)
 
     # -- API -----------------------------------------------------------------------------
-    def enroll(self, enrollment_token: str, display_name: str, public_key: bytes) -> dict[str, Any]:
-        """Enroll with a one-time token; the :class:`~secfpp.wire.messages.EnrollResponse`
-        document."""
+    def enroll(self, enrollment_token: str, display_name: str, public_key: bytes) -> EnrollResponse:
+        """Enroll with a one-time token."""
         body = {
             "enrollment_token": enrollment_token,
             "display_name": display_name,
@@ -400,18 +438,19 @@ class CoordinatorClient:
         path = "/v1/enroll"
         return _parse(EnrollResponse, self._request("POST", path, json=body), "POST", path)
 
-    def me(self) -> dict[str, Any]:
-        """This participant's record and its federation's config (a document: the config is
-        the coordinator's federation schema, which the stages read as they need it)."""
-        result: dict[str, Any] = self._request("GET", "/v1/participants/me")
-        return result
+    def me(self) -> MeResponse:
+        """This participant's record and its federation's config (the config stays a
+        document: it is the coordinator's federation schema, which the stages read as they
+        need it)."""
+        path = "/v1/participants/me"
+        return _parse(MeResponse, self._request("GET", path), "GET", path)
 
-    def task(self) -> dict[str, Any]:
-        """What to do now: the :class:`~secfpp.wire.messages.Task` document."""
+    def task(self) -> Task:
+        """What to do now."""
         path = "/v1/participants/me/task"
         return _parse(Task, self._request("GET", path), "GET", path)
 
-    def upload_shares(self, round_number: int, body: dict[str, Any]) -> dict[str, Any]:
+    def upload_shares(self, round_number: int, body: dict[str, Any]) -> UploadReceipt:
         """Upload the share body ``{"envelopes": [{recipient, kind, ciphertext (base64)}]}``
         as one binary batch (:func:`crypto.wire.pack_envelopes`); the same envelopes as
         JSON would be the same upload (a replay), so a retry may use either."""
@@ -425,31 +464,29 @@ class CoordinatorClient:
         )
         return _parse(UploadReceipt, answer, "POST", path)
 
-    def inbox(self, participant_id: str, round_number: int) -> dict[str, Any]:
-        """The inbox as a document of the JSON inbox's shape, fetched as a binary inbox
-        (:func:`crypto.wire.unpack_inbox`) when the coordinator serves one: then each
-        ``ciphertext`` is the envelope's bytes, otherwise its base64 text (both are what
-        :func:`participant.protocol.open_inbox` takes)."""
+    def inbox(self, participant_id: str, round_number: int) -> ReceivedInbox:
+        """The shares sealed to this participant, fetched as a binary inbox
+        (:func:`crypto.wire.unpack_inbox`) when the coordinator serves one, else as the JSON
+        :class:`~secfpp.wire.messages.Inbox` (validated)."""
         path = f"/v1/participants/{participant_id}/rounds/{round_number}/inbox"
         response: httpx.Response = self._request(
             "GET", path, raw=True, headers={"Accept": f"{OCTETS}, application/json;q=0.5"}
         )
         if response.headers.get("content-type", "").split(";")[0].strip() != OCTETS:
-            return _parse(Inbox, response.json(), "GET", path)
+            return ReceivedInbox.of(_parse(Inbox, response.json(), "GET", path))
         number, recipient, senders, records = unpack_inbox(response.content)
-        return {
-            "round": number,
-            "recipient": recipient,
-            "senders": senders,
-            "envelopes": [
-                {"sender": sender, "kind": kind, "ciphertext": ciphertext}
-                for sender, kind, ciphertext in records
-            ],
-        }
+        return ReceivedInbox(
+            number,
+            recipient,
+            tuple(senders),
+            tuple(
+                ReceivedEnvelope(sender, kind, ciphertext) for sender, kind, ciphertext in records
+            ),
+        )
 
     def upload_result(
         self, round_number: int, stage: str, payload: bytes, request_digest: str
-    ) -> dict[str, Any]:
+    ) -> UploadReceipt:
         """Upload a coded result with the digest of the request it answers."""
         path = f"/v1/participants/me/rounds/{round_number}/results/{stage}"
         answer = self._request(
@@ -462,7 +499,7 @@ class CoordinatorClient:
 
     def attest(
         self, round_number: int, stage: str, digest: str, macs: dict[int, bytes]
-    ) -> dict[str, Any]:
+    ) -> AttestationReceipt:
         """Attest ``digest`` for ``stage`` to every recipient of ``macs`` (recipient ->
         MAC, crypto.attestation.attest); the same attestation again is a replay."""
         path = f"/v1/participants/me/rounds/{round_number}/attestations"
@@ -473,7 +510,7 @@ class CoordinatorClient:
         }
         return _parse(AttestationReceipt, self._request("POST", path, json=body), "POST", path)
 
-    def attestations(self, round_number: int, stage: str) -> dict[str, Any]:
+    def attestations(self, round_number: int, stage: str) -> Attestations:
         """The attestations addressed to this participant for ``stage`` of the round
         (``attestations``: sender, digest, base64 MAC) and the ``poll_after_s`` hint."""
         path = f"/v1/participants/me/rounds/{round_number}/attestations/{stage}"
@@ -481,7 +518,7 @@ class CoordinatorClient:
 
     def refuse(
         self, round_number: int, reason: str, message: str, senders: Sequence[int] = ()
-    ) -> dict[str, Any]:
+    ) -> UploadReceipt:
         """Refuse the current stage's request; ``senders``: peers whose shares failed
         authentication (blamed), empty when the request itself is refused."""
         path = f"/v1/participants/me/rounds/{round_number}/refusals"
@@ -489,18 +526,20 @@ class CoordinatorClient:
         answer = self._request("POST", path, json=body)
         return _parse(UploadReceipt, answer, "POST", path)
 
-    def beacon_contribution(self, round_number: int, body: dict[str, str]) -> dict[str, Any]:
+    def beacon_contribution(
+        self, round_number: int, body: dict[str, str]
+    ) -> BeaconContributionReceipt:
         """Commit to (``{"commitment": hex}``) or reveal (``{"value": hex}``) this
         participant's contribution to round ``round_number``'s committee beacon."""
         path = f"/v1/participants/me/rounds/{round_number}/beacon-contribution"
         answer = self._request("POST", path, json=body)
         return _parse(BeaconContributionReceipt, answer, "POST", path)
 
-    def outcome(self, round_number: int) -> dict[str, Any]:
-        """The round's :class:`~secfpp.wire.messages.RoundOutcome` document."""
+    def outcome(self, round_number: int) -> RoundOutcome:
+        """The round's outcome."""
         path = f"/v1/participants/me/rounds/{round_number}/outcome"
         return _parse(RoundOutcome, self._request("GET", path), "GET", path)
 
-    def report_metrics(self, round_number: int, metrics: dict[str, float]) -> dict[str, Any]:
+    def report_metrics(self, round_number: int, metrics: dict[str, float]) -> MetricsReceipt:
         path = f"/v1/participants/me/rounds/{round_number}/metrics"
         return _parse(MetricsReceipt, self._request("POST", path, json=metrics), "POST", path)

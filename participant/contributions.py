@@ -26,6 +26,7 @@ from secfpp.crypto.beacon_mix import CONTRIBUTION_BYTES, contribution_commitment
 from secfpp.crypto.rng import RandomSource
 from secfpp.participant.client import CoordinatorClient, RequestRefusedError
 from secfpp.participant.state import StateDir
+from secfpp.wire.messages import Task
 
 __all__ = ["ContributionLog", "Evidence"]
 
@@ -79,25 +80,25 @@ class ContributionLog:
             del log_[old]
         self.state.write_json(StateDir.CONTRIBUTIONS, log_)
 
-    def on_task(self, task: dict[str, Any]) -> None:
+    def on_task(self, task: Task) -> None:
         """Record, commit and reveal as the task's round allows (module doc)."""
-        newest = 0 if task.get("round") is None else int(task["round"])
+        newest = 0 if task.round is None else task.round
         self._record_digest(task, newest)
         target = newest + 2
         if self.last_round is None or target <= self.last_round:
             self._commit(target, newest)
         self._reveal(newest + 1, newest)
 
-    def _record_digest(self, task: dict[str, Any], newest: int) -> None:
-        announced = task.get("next_beacon")
-        if not isinstance(announced, dict) or announced.get("contributions") is None:
+    def _record_digest(self, task: Task, newest: int) -> None:
+        announced = task.next_beacon
+        if announced is None or announced.contributions is None:
             return
         try:
-            number = int(announced["round"])
-            digest = str(announced["contributions"])
+            number = announced.round
+            digest = announced.contributions
             if number != newest + 1 or len(bytes.fromhex(digest)) != 32:
                 raise ValueError("not this round's next, or not 32 bytes")
-        except (KeyError, TypeError, ValueError) as err:
+        except ValueError as err:
             log.warning("ignoring a malformed contributions digest (%s)", err)
             return
         entry = self._entries().setdefault(str(number), {})

@@ -49,6 +49,7 @@ from secfpp.participant.client import (
 )
 from secfpp.participant.engine import Engine, Trainer
 from secfpp.participant.state import StateDir, StateError, StateMismatchError, check_enrollment
+from secfpp.wire.messages import MeResponse
 
 __all__ = [
     "EXIT_CONFIG",
@@ -76,7 +77,7 @@ EXIT_UNTRUSTED_CERTIFICATE = 8
 
 def verify_enrollment(
     client: CoordinatorClient, state: StateDir, identity: dict[str, Any]
-) -> dict[str, Any]:
+) -> MeResponse:
     """The coordinator's ``/me``; :class:`StateMismatchError` unless the state matches it."""
     public = public_key_bytes(load_private_key(state.private_key()).public_key())
     me = client.me()
@@ -118,7 +119,7 @@ def serve(
     )
     try:
         me = verify_enrollment(client, state, identity)
-        trainer = make_trainer({**identity, "config": identity.get("config") or me["config"]})
+        trainer = make_trainer({**identity, "config": identity.get("config") or me.config})
         engine = Engine(client, state, trainer, poll_s=poll_s, on_progress=on_progress)
         handled = engine.run(rounds=rounds)
         return handled, engine.ended

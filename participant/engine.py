@@ -48,7 +48,9 @@ from secfpp.crypto.transport import KeyRing, load_private_key
 from secfpp.participant.client import CoordinatorClient, RequestRefusedError, b64d
 from secfpp.participant.contributions import ContributionLog
 from secfpp.participant.protocol import (
+    OpenedShares,
     aggregation_payload,
+    aggregation_sets,
     committee_of,
     crypto_params,
     distance_noise,
@@ -64,6 +66,7 @@ from secfpp.participant.protocol import (
 from secfpp.participant.refsets import answered_sets, check_distance_sets, load_answered
 from secfpp.participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
 from secfpp.participant.state import StateDir
+from secfpp.wire.messages import Attestations, Task
 
 __all__ = ["Engine", "TrainOutput", "Trainer"]
 
@@ -85,15 +88,15 @@ MAX_POLL_AFTER_S = 60.0
 _SPREAD = random.SystemRandom()  # not a secret: spreads the polls of many daemons
 
 
-def poll_interval(task: dict[str, Any], own_s: float) -> float:
+def poll_interval(hint: float | None, own_s: float) -> float:
     """Seconds before the next task poll: the daemon's own interval ``own_s``, or the
-    coordinator's ``poll_after_s`` when that is longer (times a random factor in
-    [0.9, 1.1], so that a large federation's polls do not arrive in step; at most 60 s,
+    coordinator's ``poll_after_s`` hint (of a :class:`~secfpp.wire.messages.Task` or
+    :class:`~secfpp.wire.messages.Attestations`) when that is longer (times a random factor
+    in [0.9, 1.1], so that a large federation's polls do not arrive in step; at most 60 s,
     so a coordinator cannot park the daemon).
 
-    A missing, malformed or non-finite hint counts as none.
+    A missing or non-finite hint counts as none.
     """
-    hint = task.get("poll_after_s")
     if isinstance(hint, bool) or not isinstance(hint, int | float) or not math.isfinite(hint):
         return own_s
     if hint <= own_s:
@@ -163,7 +166,7 @@ class Engine:
         self.rng = rng or SystemRandom()
         self.poll_s = poll_s
         self._sleep = sleep
-        self._waiting: dict[str, Any] | None = None
+        self._waiting: Attestations | None = None
         """Set by a step that waits for its quorum of attestations: the last answer of
         the attestation read (its ``poll_after_s`` paces the next poll)."""
         self._say = on_progress or (lambda text: log.info("%s", text))
@@ -176,7 +179,7 @@ class Engine:
         # One ring for the process: one X25519 exchange per peer for the federation's
         # lifetime, not one per envelope (crypto.transport.KeyRing).
         self.key_ring = KeyRing(self.private_key)
-        self.config: dict[str, Any] = ident.get("config") or client.me()["config"]
+        self.config: dict[str, Any] = ident.get("config") or client.me().config
         self.params: CryptoParams = crypto_params(self.config)
         self._beacon_log: dict[str, str] | None = None
         self._handled: set[int] = set()
@@ -218,7 +221,7 @@ class Engine:
             self._beacon_log = dict(self.state.read_object(StateDir.BEACONS, {}))
         return self._beacon_log
 
-    def _record_beacon(self, task: dict[str, Any]) -> None:
+    def _record_beacon(self, task: Task) -> None:
         """Keep the first commitment seen for each future round (``next_beacon``).
 
         A coordinator that shows another commitment for the same round later is not
@@ -226,18 +229,18 @@ class Engine:
         round after the task's (round 1 before any round) is taken, so announcements of
         far-off rounds cannot push the recorded ones out.
         """
-        announced = task.get("next_beacon")
-        if not isinstance(announced, dict):
+        announced = task.next_beacon
+        if announced is None:
             return
-        current = task.get("round")
+        current = task.round
         try:
-            number, commitment = int(announced["round"]), str(announced["commitment"])
+            number, commitment = announced.round, announced.commitment
             if len(bytes.fromhex(commitment)) != 32:
                 raise ValueError("not 32 bytes")
-            expected = 1 if current is None else int(current) + 1
+            expected = 1 if current is None else current + 1
             if number != expected:
                 raise ValueError(f"for round {number}, not the next round {expected}")
-        except (KeyError, TypeError, ValueError) as err:
+        except ValueError as err:
             log.warning("ignoring a malformed beacon commitment (%s)", err)
             return
         known = self._beacons()
@@ -258,19 +261,19 @@ class Engine:
         return None if recorded is None else bytes.fromhex(recorded)
 
     # -- the loop --------------------------------------------------------------------------
-    def step(self) -> dict[str, Any]:
-        """Fetch the task and do its work once; returns the task document."""
+    def step(self) -> Task:
+        """Fetch the task and do its work once; returns the task."""
         self._waiting = None
         task = self.client.task()
         self._record_beacon(task)
         if self.params.has_committee:
             self.contributions.on_task(task)
-        action = task["action"]
-        if task["round"] is not None and task.get("stage") in ENDED:
+        action = task.action
+        if task.round is not None and task.stage in ENDED:
             action = "fetch_outcome"  # published, failed or aborted: whatever our part was
-        if task["round"] is None or (task.get("uploaded") and action != "fetch_outcome"):
+        if task.round is None or (task.uploaded and action != "fetch_outcome"):
             return task
-        number = int(task["round"])
+        number = task.round
         self._catch_up(number)
         try:
             if action == "share":
@@ -314,38 +317,37 @@ class Engine:
         total = (self.config.get("rounds") or {}).get("total")
         while True:
             task = self.step()
-            number = task["round"]
-            done = number is not None and self.progress(int(number)).get("outcome_done")
-            if done:
-                seen.add(int(number))
+            number = task.round
+            done = number is not None and bool(self.progress(number).get("outcome_done"))
+            if number is not None and done:
+                seen.add(number)
             # Also the rounds whose outcome _catch_up fetched: the next round may start (on
             # autopilot) before this daemon polled the previous one's outcome.
             handled = len(seen | self._handled)
-            if done:
+            if number is not None and done:
                 if rounds is not None and handled >= rounds:
                     self.ended = self._final_words(f"stopped after --rounds {rounds}")
                     return handled
-                if until_complete and total is not None and int(number) >= int(total):
+                if until_complete and total is not None and number >= int(total):
                     self.ended = self._final_words("finished: rounds done")
                     return handled
-            federation = task.get("federation") or {}
+            federation = task.federation
             if (
                 until_complete
-                and federation.get("state") in FEDERATION_ENDED
-                and (number is None or task.get("stage") in ENDED)
+                and federation.state in FEDERATION_ENDED
+                and (number is None or task.stage in ENDED)
             ):
                 # The coordinator ended the federation (privacy budget spent, aborted by
                 # the admin) and the last round is over: step() fetched its outcome.
-                self.ended = self._final_words(str(federation.get("reason") or "ended"))
+                self.ended = self._final_words(federation.reason or "ended")
                 return handled
             busy = (
-                task["action"] in ("share", "compute_distances", "compute_sums")
-                and not task["uploaded"]
+                task.action in ("share", "compute_distances", "compute_sums") and not task.uploaded
             )
             if self._waiting is not None:  # attested; too few attestations yet
-                self._sleep(poll_interval(self._waiting, self.poll_s))
+                self._sleep(poll_interval(self._waiting.poll_after_s, self.poll_s))
             elif not busy:
-                self._sleep(poll_interval(task, self.poll_s))
+                self._sleep(poll_interval(task.poll_after_s, self.poll_s))
 
     def _final_words(self, why: str) -> str:
         """One line: why the daemon stops and where the personalized prompt is (the newest
@@ -363,14 +365,15 @@ class Engine:
         )
 
     # -- stages ----------------------------------------------------------------------------
-    def _committee_ok(self, task: dict[str, Any], number: int, stage: str) -> bool:
+    def _committee_ok(self, task: Task, number: int, stage: str) -> bool:
         """Check the round's committee announcement (committee rounds); refuse it if wrong.
 
         A refused announcement is recorded (committed first) and sent once; the daemon
         then shares and computes nothing in the round (the coordinator drops it).
         """
         progress = self.progress(number)
-        announced = json.dumps(task.get("committee"), sort_keys=True)
+        committee_doc = None if task.committee is None else task.committee.model_dump(mode="json")
+        announced = json.dumps(committee_doc, sort_keys=True)
         request = hashlib.sha256(announced.encode()).hexdigest()
         refusal = progress.get(f"{stage}_refusal")
         if isinstance(refusal, dict) and refusal.get("reason") == "committee_mismatch":
@@ -394,13 +397,16 @@ class Engine:
             return False
         return True
 
-    def _share(self, task: dict[str, Any], number: int) -> None:
+    def _share(self, task: Task, number: int) -> None:
         if not self._committee_ok(task, number, "sharing"):
             return
+        sharing = task.sharing
+        if sharing is None:
+            raise ValueError(f"round {number}: the share task carries no sharing request")
         progress = self.progress(number)
         if not progress.get("trained"):
-            self._say(f"round {number}: training (cluster {task.get('cluster')})")
-            out = self.trainer.train(number, prompt_from_document(task.get("global_prompt")))
+            self._say(f"round {number}: training (cluster {task.cluster})")
+            out = self.trainer.train(number, prompt_from_document(task.global_prompt))
             for name, value in (("reduced", out.reduced), ("update", out.update)):
                 if value is not None:
                     self.state.write_array(self._path(number, f"{name}.npy"), value)
@@ -410,7 +416,7 @@ class Engine:
                 trained=True,
                 state_arrays=sorted(out.state),
                 train_metrics=out.metrics,
-                cluster=task.get("cluster"),
+                cluster=task.cluster,
             )
             self._commit(number, progress)
         body_path = self._path(number, "shares.json")
@@ -428,16 +434,16 @@ class Engine:
                 distance_noise=distance_noise(self.config, self.params),  # distance-stage DP
             )
             self.state.write_bytes(body_path, json.dumps(body).encode())
-            progress["sharing_specs"] = task["sharing"]["envelopes"]
+            progress["sharing_specs"] = [spec.model_dump(mode="json") for spec in sharing.envelopes]
             self._commit(number, progress)
         else:
             body = self.state.read_object(body_path)
         self.client.upload_shares(number, body)
-        recipients = len(task["sharing"]["recipients"])
-        whom = "committee members" if task.get("committee") else "peers"
+        recipients = len(sharing.recipients)
+        whom = "committee members" if task.committee else "peers"
         self._say(f"round {number}: shares uploaded to {recipients} {whom}")
 
-    def _opened(self, task: dict[str, Any], number: int, kind: str) -> Any:
+    def _opened(self, task: Task, number: int, kind: str) -> OpenedShares:
         specs = {s["kind"]: s for s in self.progress(number).get("sharing_specs", [])}
         if kind == "prompt":
             prime = self.params.clustering_field.prime
@@ -465,17 +471,18 @@ class Engine:
             self._say(f"round {number}: shares from {list(opened.failed)} failed authentication")
         return opened
 
-    def _request_digest(self, task: dict[str, Any], number: int, stage: str) -> str:
+    def _request_digest(self, task: Task, number: int, stage: str) -> str:
         """Digest of the request the task holds for ``stage`` (as the coordinator has it)."""
         committee = committee_of(task)
         if stage == "distances":
             return distance_request_digest(
                 self.federation_id, number, distance_request(task), committee=committee
             )
-        sets = [tuple(int(m) for m in s["members"]) for s in task["aggregation"]["sets"]]
-        return aggregation_request_digest(self.federation_id, number, sets, committee=committee)
+        return aggregation_request_digest(
+            self.federation_id, number, aggregation_sets(task), committee=committee
+        )
 
-    def _coded(self, task: dict[str, Any], number: int, stage: str) -> None:
+    def _coded(self, task: Task, number: int, stage: str) -> None:
         """Answer the stage's request once, or refuse it (naming whom it blames).
 
         A refusal is tied to the request it refuses: when the coordinator plans the stage
@@ -545,15 +552,15 @@ class Engine:
         self.client.upload_result(number, stage, payload, str(progress[digest_key]))
         self._say(f"round {number}: {stage} result uploaded")
 
-    def _stage_members(self, task: dict[str, Any]) -> list[int]:
+    def _stage_members(self, task: Task) -> list[int]:
         """The stage's ``P`` participants: the committee, or every code point ``0..N-1``."""
-        announced = task.get("committee")
+        announced = task.committee
         if announced is not None:
-            return sorted(int(m) for m in announced["members"])
+            return sorted(announced.members)
         return list(range(self.params.n_participants))
 
     def _agreed(
-        self, task: dict[str, Any], number: int, stage: str, progress: dict[str, Any], digest: str
+        self, task: Task, number: int, stage: str, progress: dict[str, Any], digest: str
     ) -> bool:
         """Attest ``digest`` (the committed answer's request) once, then whether a quorum of
         valid attestations of it is held (module docstring). Not yet: ``self._waiting`` is
@@ -593,13 +600,11 @@ class Engine:
                 self._commit(number, progress)
             raise
         items = []
-        for entry in doc.get("attestations", []):
+        for entry in doc.attestations:
             try:
-                items.append(
-                    Attestation(int(entry["sender"]), str(entry["digest"]), b64d(entry["mac"]))
-                )
-            except (KeyError, TypeError, ValueError):
-                continue  # malformed: counts for nothing
+                items.append(Attestation(entry.sender, entry.digest, b64d(entry.mac)))
+            except ValueError:
+                continue  # a MAC that is not base64: counts for nothing
         valid = valid_attesters(
             self.key_ring,
             peers,
@@ -616,8 +621,8 @@ class Engine:
             progress[quorum_key] = sorted(valid)
             self._commit(number, progress)
             return True
-        left = doc.get("seconds_left")
-        if isinstance(left, int | float) and left <= poll_interval(doc, self.poll_s):
+        left = doc.seconds_left
+        if left is not None and left <= poll_interval(doc.poll_after_s, self.poll_s):
             # By the coordinator's clock the deadline comes before the next poll.
             error = RefusalError(
                 "no_quorum",
@@ -674,8 +679,8 @@ class Engine:
         if progress.get("outcome_done"):
             return
         outcome = self.client.outcome(number)
-        if outcome["stage"] == "published":
-            prompt = prompt_from_document(outcome.get("global_prompt"))
+        if outcome.stage == "published":
+            prompt = prompt_from_document(outcome.global_prompt)
             if prompt is not None:
                 self.state.write_array(self._path(number, "global.npy"), prompt)
             metrics = self.trainer.evaluate(prompt)
@@ -685,11 +690,11 @@ class Engine:
             except RequestRefusedError as exc:
                 log.warning("round %s: metrics not accepted: %s", number, exc)
             shown = ", ".join(f"{k} {v:.3f}" for k, v in sorted(metrics.items()))
-            self._say(f"round {number}: published; cluster {outcome.get('cluster')}; {shown}")
+            self._say(f"round {number}: published; cluster {outcome.cluster}; {shown}")
         else:
-            self._say(f"round {number}: {outcome['stage']}: {outcome.get('failure_reason')}")
+            self._say(f"round {number}: {outcome.stage}: {outcome.failure_reason}")
         progress.update(
-            outcome_done=True, outcome_stage=outcome["stage"], next_cluster=outcome.get("cluster")
+            outcome_done=True, outcome_stage=outcome.stage, next_cluster=outcome.cluster
         )
         self._commit(number, progress)
         self._handled.add(number)

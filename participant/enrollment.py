@@ -31,17 +31,17 @@ def enroll(
         raise StateError(f"{state.root} already holds an enrollment; use another --state directory")
     keys = generate_keypair(rng or SystemRandom())
     answer = client.enroll(enrollment_token, display_name, public_key_bytes(keys.public))
-    client.token = answer["api_token"]
+    client.token = answer.api_token
     me = client.me()
     identity = {
         "coordinator_url": coordinator_url,
         "ca_bundle": ca_bundle,
         "display_name": display_name,
-        "federation_id": answer["federation_id"],
-        "participant_id": answer["participant_id"],
-        "index": answer["index"],
-        "api_token": answer["api_token"],
-        "config": me["config"],
+        "federation_id": answer.federation_id,
+        "participant_id": answer.participant_id,
+        "index": answer.index,
+        "api_token": answer.api_token,
+        "config": me.config,
     }
     state.save_identity(identity, private_key_bytes(keys.private))
     return identity

@@ -1,9 +1,10 @@
 """The participant's side of the protocol, without any I/O.
 
-Pure functions from a task document (JSON of the coordinator's ``/me/task``) and the
-participant's own material to what it uploads: sealed shares, coded distances, coded
-sums. The daemon (:mod:`participant.engine`) adds HTTP, persistence and retries; the
-refusal rules of DESIGN.md section 6 are applied here, before any coded result exists.
+Pure functions from a task (the wire schema's :class:`~secfpp.wire.messages.Task`, as the
+client parsed the coordinator's ``/me/task``) and the participant's own material to what it
+uploads: sealed shares, coded distances, coded sums. The daemon (:mod:`participant.engine`)
+adds HTTP, persistence and retries; the refusal rules of DESIGN.md section 6 are applied
+here, before any coded result exists.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hmac
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
@@ -58,10 +59,17 @@ from secfpp.crypto.wire import (
 )
 from secfpp.participant.contributions import Evidence
 from secfpp.participant.rerandomize import ZERO_KIND, zero_sharing_length
+from secfpp.wire.messages import PromptOut, Task
+
+if TYPE_CHECKING:
+    from secfpp.participant.client import ReceivedInbox
+
+_Part = TypeVar("_Part")
 
 __all__ = [
     "OpenedShares",
     "aggregation_payload",
+    "aggregation_sets",
     "committee_of",
     "crypto_params",
     "distance_payload",
@@ -70,6 +78,8 @@ __all__ = [
     "peer_keys",
     "round_committee",
     "share_body",
+    "stage_request",
+    "task_round",
 ]
 
 
@@ -99,7 +109,7 @@ def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
 
 
 def round_committee(
-    task: Mapping[str, Any],
+    task: Task,
     *,
     params: CryptoParams,
     federation_id: str,
@@ -121,8 +131,8 @@ def round_committee(
     refuses (not the public draw, another size, a roster without this participant or
     with strangers, sharing recipients other than the committee).
     """
-    announced = task.get("committee")
-    number = int(task["round"])
+    announced = task.committee
+    number = task_round(task)
     if not params.has_committee:
         if announced is not None:
             raise CommitteeMismatchError(
@@ -137,36 +147,35 @@ def round_committee(
             f"{params.committee_size}, but the task announces none"
         )
     try:
-        beacon = bytes.fromhex(str(announced["beacon"]))
-        own = bytes.fromhex(str(announced["coordinator_beacon"]))
-        roster = [int(i) for i in announced["roster"]]
-        members = [int(i) for i in announced["members"]]
-        size = int(announced["size"])
+        if announced.coordinator_beacon is None:
+            raise ValueError("no coordinator_beacon")
+        beacon = bytes.fromhex(announced.beacon)
+        own = bytes.fromhex(announced.coordinator_beacon)
         parts = [
             Contribution(
-                int(c["index"]),
-                bytes.fromhex(str(c["commitment"])),
-                None if c["value"] is None else bytes.fromhex(str(c["value"])),
-                None if c["reason"] is None else str(c["reason"]),
+                c.index,
+                bytes.fromhex(c.commitment),
+                None if c.value is None else bytes.fromhex(c.value),
+                c.reason,
             )
-            for c in announced["contributions"]
+            for c in announced.contributions
         ]
-    except (KeyError, TypeError, ValueError) as err:
+    except ValueError as err:
         raise CommitteeMismatchError(
             f"round {number}: the committee announcement is malformed ({err})"
         ) from None
-    sharing = task.get("sharing")
+    sharing = task.sharing
     committee = check_announced_committee(
         federation_id=federation_id,
         round_number=number,
         me=index,
         committee_size=params.committee_size,
-        announced_size=size,
-        roster=roster,
+        announced_size=announced.size,
+        roster=list(announced.roster),
         beacon=beacon,
-        members=members,
-        recipients=None if sharing is None else [int(r) for r in sharing["recipients"]],
-        enrolled={int(p["index"]) for p in task["peers"]},
+        members=list(announced.members),
+        recipients=None if sharing is None else list(sharing.recipients),
+        enrolled={p.index for p in task.peers},
     )
     if commitment is not None and not hmac.compare_digest(
         beacon_commitment(federation_id, number, own), commitment
@@ -189,27 +198,37 @@ def round_committee(
     return committee
 
 
-def committee_of(task: Mapping[str, Any]) -> dict[str, Any] | None:
+def task_round(task: Task) -> int:
+    """The task's round number (a task without a round has no stage work)."""
+    if task.round is None:
+        raise ValueError("the task names no round")
+    return task.round
+
+
+def stage_request(task: Task, name: str, part: _Part | None) -> _Part:
+    """The task's request for the stage (``sharing``, ``distances``, ``aggregation``)."""
+    if part is None:
+        raise ValueError(f"the task ({task.action}) carries no {name} request")
+    return part
+
+
+def committee_of(task: Task) -> dict[str, Any] | None:
     """What request digests bind of the task's committee (None when all-to-all)."""
-    announced = task.get("committee")
+    announced = task.committee
     if announced is None:
         return None
     return committee_binding(
-        [int(i) for i in announced["roster"]],
-        bytes.fromhex(str(announced["beacon"])),
-        [int(i) for i in announced["members"]],
+        list(announced.roster), bytes.fromhex(announced.beacon), list(announced.members)
     )
 
 
-def peer_keys(task: Mapping[str, Any]) -> dict[int, X25519PublicKey]:
+def peer_keys(task: Task) -> dict[int, X25519PublicKey]:
     """Participant index -> X25519 public key, from the task's peer list.
 
     :func:`~crypto.transport.load_public_key` remembers keys it validated, so only a
     peer seen for the first time costs an X25519 operation.
     """
-    return {
-        int(p["index"]): load_public_key(base64.b64decode(p["public_key"])) for p in task["peers"]
-    }
+    return {p.index: load_public_key(base64.b64decode(p.public_key)) for p in task.peers}
 
 
 def distance_noise(config: Mapping[str, Any], params: CryptoParams) -> DistanceNoise | None:
@@ -240,7 +259,7 @@ def distributed_noise(config: Mapping[str, Any], params: CryptoParams) -> Distri
 
 
 def share_body(
-    task: Mapping[str, Any],
+    task: Task,
     *,
     params: CryptoParams,
     federation_id: str,
@@ -274,8 +293,8 @@ def share_body(
     member ``k`` of it gets the share at ``alpha_k``. Otherwise recipient ``j`` gets the
     share at ``alpha_j``.
     """
-    sharing = task["sharing"]
-    kinds = {spec["kind"] for spec in sharing["envelopes"]}
+    sharing = stage_request(task, "sharing", task.sharing)
+    kinds = {spec.kind for spec in sharing.envelopes}
     if distance_noise is not None and "prompt" in kinds and ZERO_KIND not in kinds:
         raise ValueError(
             "the federation adds DP noise to distances but the task asks for no "
@@ -284,20 +303,20 @@ def share_body(
     peers = peer_keys(task)
     committee = round_committee(task, params=params, federation_id=federation_id, index=index)
     point = (
-        {int(r): int(r) for r in sharing["recipients"]}
+        {r: r for r in sharing.recipients}
         if committee is None
         else {m: k for k, m in enumerate(committee)}
     )
-    round_number = int(task["round"])
+    round_number = task_round(task)
     envelopes = []
-    for spec in sharing["envelopes"]:
-        kind = spec["kind"]
+    for spec in sharing.envelopes:
+        kind = spec.kind
         if kind == ZERO_KIND:  # zero-sharing contribution: no data, only fresh randomness
             code = params.clustering_lcc()
             length = zero_sharing_length(params)
-            if length != int(spec["vector_length"]):
+            if length != spec.vector_length:
                 raise ValueError(
-                    f"zero-sharing has {length} entries, the task asks for {spec['vector_length']}"
+                    f"zero-sharing has {length} entries, the task asks for {spec.vector_length}"
                 )
             values = None if distance_noise is None else distance_noise.share(length, rng=rng)
             shares = ZeroSharing(code).contribute(length, rng, values=values)
@@ -316,15 +335,15 @@ def share_body(
             vector = prepare_update(update, f, l2_clip=params.l2_clip, rng=rng, noise=noise)
             code = params.aggregation_lcc()
         if kind != ZERO_KIND:
-            if vector.size != int(spec["vector_length"]):
+            if vector.size != spec.vector_length:
                 raise ValueError(
                     f"{kind} vector has {vector.size} entries, the federation expects "
-                    f"{spec['vector_length']}"
+                    f"{spec.vector_length}"
                 )
             shares = code.share(vector, rng)
-        stage, prime = spec["context_stage"], int(spec["prime"])
+        stage, prime = spec.context_stage, spec.prime
         packed_rows = pack_field_vectors(shares, prime=prime)
-        for recipient in map(int, sharing["recipients"]):
+        for recipient in sharing.recipients:
             context = ShareContext(federation_id, round_number, stage, index, recipient)
             packed = packed_rows[point[recipient]]
             sealed = seal_share(private_key, peers[recipient], packed, context=context, rng=rng)
@@ -347,7 +366,7 @@ class OpenedShares:
 
 
 def open_inbox(
-    inbox: Mapping[str, Any],
+    inbox: ReceivedInbox,
     *,
     kind: str,
     context_stage: str,
@@ -361,7 +380,8 @@ def open_inbox(
     """Open every envelope of ``kind`` addressed to this participant.
 
     ``private_key`` is its ``X25519PrivateKey`` or its :class:`~crypto.transport.KeyRing`.
-    An envelope's ``ciphertext`` is its bytes or their base64 text (the JSON inbox).
+    An envelope's ``ciphertext`` is its bytes or their base64 text (the JSON inbox,
+    :class:`~secfpp.participant.client.ReceivedInbox`).
     Every share is decrypted into a row of one buffer and all rows are unpacked and
     range-checked at once (:func:`crypto.wire.unpack_field_vectors`); the returned
     shares are rows of one ``int64`` matrix. A sender whose envelope does not open, or
@@ -369,21 +389,21 @@ def open_inbox(
     not a peer, is in ``failed``; of several envelopes from one sender only the first
     is opened.
     """
-    wanted = [env for env in inbox["envelopes"] if env["kind"] == kind]
+    wanted = [env for env in inbox.envelopes if env.kind == kind]
     size = vector_size(prime, share_length)
     # One row per distinct sender: repeated envelopes cannot make the buffer grow.
-    plain = np.empty((len({int(env["sender"]) for env in wanted}), size), dtype=np.uint8)
-    round_number = int(inbox["round"])
+    plain = np.empty((len({env.sender for env in wanted}), size), dtype=np.uint8)
+    round_number = inbox.round
     rows: list[int] = []
     seen: set[int] = set()
     failed: set[int] = set()
     for env in wanted:
-        sender = int(env["sender"])
+        sender = env.sender
         if sender in seen:
             continue
         seen.add(sender)
         row = len(rows)
-        ciphertext = env["ciphertext"]
+        ciphertext = env.ciphertext
         try:
             if sender not in peers:
                 raise ShareAuthenticationError()
@@ -400,20 +420,18 @@ def open_inbox(
     return OpenedShares(shares, tuple(sorted(failed)))
 
 
-def distance_request(task: Mapping[str, Any]) -> ReferenceSets:
+def distance_request(task: Task) -> ReferenceSets:
     """The reference sets of a distance task."""
-    d = task["distances"]
+    d = stage_request(task, "distances", task.distances)
     return ReferenceSets(
-        participants=tuple(int(i) for i in d["participants"]),
-        clusters=tuple(
-            (int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["clusters"]
-        ),
-        probes=tuple((int(c["cluster"]), tuple(int(m) for m in c["members"])) for c in d["probes"]),
+        participants=tuple(d.participants),
+        clusters=tuple((c.cluster, tuple(c.members)) for c in d.clusters),
+        probes=tuple((c.cluster, tuple(c.members)) for c in d.probes),
     )
 
 
 def distance_payload(
-    task: Mapping[str, Any],
+    task: Task,
     opened: OpenedShares,
     params: CryptoParams,
     zeros: OpenedShares | None = None,
@@ -429,6 +447,7 @@ def distance_payload(
     centre-centre slots are left at 0, so only point-centre values (plus noise) are released.
     """
     refs = distance_request(task)
+    d = stage_request(task, "distances", task.distances)
     have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
     check_distance_request(
         refs, have_shares_from=have, min_reference_size=params.min_reference_size
@@ -442,38 +461,43 @@ def distance_payload(
         values = rerandomized_distances(
             field, opened.shares, zeros.shares, refs, centre_pairs=not noisy
         )
-    if values.size != int(task["distances"]["result_length"]):
+    if values.size != d.result_length:
         raise ValueError("result length disagrees with the task")
-    payload = pack_field_vector(values, prime=int(task["distances"]["prime"]))
+    payload = pack_field_vector(values, prime=d.prime)
     digest = distance_request_digest(
-        str(task["federation_id"]), int(task["round"]), refs, committee=committee_of(task)
+        task.federation_id, task_round(task), refs, committee=committee_of(task)
     )
     return payload, digest
 
 
+def aggregation_sets(task: Task) -> list[tuple[int, ...]]:
+    """The member sets of an aggregation task."""
+    return [tuple(s.members) for s in stage_request(task, "aggregation", task.aggregation).sets]
+
+
 def aggregation_payload(
-    task: Mapping[str, Any], opened: OpenedShares, params: CryptoParams
+    task: Task, opened: OpenedShares, params: CryptoParams
 ) -> tuple[bytes, str]:
     """Packed member-set sums and the request digest; raises RefusalError first if unsafe."""
-    a = task["aggregation"]
-    sets = [tuple(int(m) for m in s["members"]) for s in a["sets"]]
+    a = stage_request(task, "aggregation", task.aggregation)
+    sets = aggregation_sets(task)
     check_aggregation_request(
         sets, min_size=params.min_aggregation_size, have_shares_from=opened.shares
     )
     sums = member_sums(params.aggregation_field.field, opened.shares, sets)
-    payload = pack_field_matrix(sums, prime=int(a["prime"]))
+    payload = pack_field_matrix(sums, prime=a.prime)
     digest = aggregation_request_digest(
-        str(task["federation_id"]), int(task["round"]), sets, committee=committee_of(task)
+        task.federation_id, task_round(task), sets, committee=committee_of(task)
     )
     return payload, digest
 
 
-def prompt_from_document(doc: Mapping[str, Any] | None) -> NDArray[np.float64] | None:
+def prompt_from_document(doc: PromptOut | None) -> NDArray[np.float64] | None:
     """A global prompt (``PromptOut``) as a float64 array of shape (n_ctx, dim)."""
     if doc is None:
         return None
-    rows, cols = (int(v) for v in doc["shape"])
-    data = np.frombuffer(base64.b64decode(doc["data"]), dtype="<f8")
+    rows, cols = doc.shape
+    data = np.frombuffer(base64.b64decode(doc.data), dtype="<f8")
     if data.size != rows * cols or not math.isfinite(float(np.sum(data))):
         raise ValueError(f"global prompt payload does not hold {rows}x{cols} finite floats")
     return data.reshape(rows, cols).astype(np.float64)

@@ -9,14 +9,14 @@ any coded distance, and records :func:`answered_sets` with its result.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from secfpp.crypto.committee import beacon_commitment
 from secfpp.crypto.errors import RefusalError
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.refset_rules import AnsweredSets, check_beacon_probes, check_membership_change
-from secfpp.participant.protocol import distance_request
+from secfpp.participant.protocol import distance_request, stage_request, task_round
+from secfpp.wire.messages import Task
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ __all__ = ["answered_sets", "check_distance_sets", "load_answered"]
 
 
 def check_distance_sets(
-    task: Mapping[str, Any],
+    task: Task,
     params: CryptoParams,
     *,
     federation_id: str,
@@ -35,7 +35,7 @@ def check_distance_sets(
     rules of :mod:`crypto.refset_rules` do not allow.
 
     Args:
-        task: the ``/me/task`` document (``action == "compute_distances"``).
+        task: the ``/me/task`` answer (``action == "compute_distances"``).
         params: the federation's parameters (``min_reference_size``).
         previous: the sets this participant answered in an earlier round, if any.
         commitment: the commitment to this round's beacon recorded before the round
@@ -45,9 +45,9 @@ def check_distance_sets(
     commitment), ``probe_not_drawn`` (probes without a beacon, or not the beacon's draw),
     ``membership_change`` (more than one split or merge since the previous round).
     """
-    number = int(task["round"])
+    number = task_round(task)
     refs = distance_request(task)
-    announced = task["distances"].get("beacon")
+    announced = stage_request(task, "distances", task.distances).beacon
     if announced is None:
         if refs.probes:
             raise RefusalError(
@@ -55,7 +55,7 @@ def check_distance_sets(
             )
     else:
         try:
-            beacon = bytes.fromhex(str(announced))
+            beacon = bytes.fromhex(announced)
         except ValueError:
             raise RefusalError("beacon_mismatch", "the task's beacon is not hex") from None
         if (
@@ -76,9 +76,9 @@ def check_distance_sets(
     check_membership_change(previous, refs, number)
 
 
-def answered_sets(task: Mapping[str, Any]) -> dict[str, Any]:
+def answered_sets(task: Task) -> dict[str, Any]:
     """What to remember of the distance request being answered (JSON)."""
-    return AnsweredSets.of(int(task["round"]), distance_request(task)).to_dict()
+    return AnsweredSets.of(task_round(task), distance_request(task)).to_dict()
 
 
 def load_answered(record: Any) -> AnsweredSets | None:

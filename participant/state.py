@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from secfpp.wire.messages import MeResponse
+
 __all__ = [
     "KEY_BYTES",
     "StateDir",
@@ -72,7 +74,7 @@ class StateMismatchError(StateError):
     """The state directory does not belong to the enrollment the coordinator knows."""
 
 
-def check_enrollment(identity: dict[str, Any], public_key: bytes, me: dict[str, Any]) -> None:
+def check_enrollment(identity: dict[str, Any], public_key: bytes, me: MeResponse) -> None:
     """Compare the state directory with the coordinator's ``GET /v1/participants/me``.
 
     Args:
@@ -85,13 +87,16 @@ def check_enrollment(identity: dict[str, Any], public_key: bytes, me: dict[str, 
     peers would refuse every share this daemon sealed).
     """
     wrong = [
-        f"{key} is {identity.get(key)!r} here but {me.get(key)!r} at the coordinator"
-        for key in ("federation_id", "participant_id", "index")
-        if identity.get(key) != me.get(key)
+        f"{key} is {identity.get(key)!r} here but {theirs!r} at the coordinator"
+        for key, theirs in (
+            ("federation_id", me.federation_id),
+            ("participant_id", me.participant_id),
+            ("index", me.index),
+        )
+        if identity.get(key) != theirs
     ]
-    registered = me.get("public_key")
     try:
-        registered_key = base64.b64decode(str(registered), validate=True)
+        registered_key = base64.b64decode(me.public_key, validate=True)
     except ValueError:
         registered_key = b""
     if registered_key != public_key:

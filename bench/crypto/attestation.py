@@ -41,16 +41,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from secfpp.coordinator.api.schemas.federations import (
-    AttestationIn,
-    AttestationOut,
-    Attestations,
-    b64,
-)
 from secfpp.crypto.attestation import Attestation, attest, valid_attesters
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import KeyRing, generate_keypair
+from secfpp.wire.messages import AttestationIn, AttestationOut, Attestations
+from secfpp.wire.types import b64
 
 DIGEST = "ab" * 32
 

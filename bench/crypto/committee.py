@@ -102,6 +102,7 @@ from secfpp.crypto.transport import (
     seal_share,
 )
 from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
+from secfpp.participant.client import ReceivedEnvelope, ReceivedInbox
 from secfpp.participant.protocol import open_inbox
 from secfpp.process.memory import retain_freed_memory
 
@@ -227,14 +228,14 @@ def _open_all(
     member: KeyRing, senders: list[KeyPair], inbox: list[bytes], prime: int, length: int, stage: str
 ) -> dict[int, np.ndarray]:
     """What the daemon does with its inbox (:func:`participant.protocol.open_inbox`)."""
-    document = {
-        "round": 1,
-        "envelopes": [
-            {"sender": i, "kind": "share", "ciphertext": env} for i, env in enumerate(inbox)
-        ],
-    }
+    received = ReceivedInbox(
+        1,
+        0,
+        tuple(range(len(inbox))),
+        tuple(ReceivedEnvelope(i, "share", env) for i, env in enumerate(inbox)),
+    )
     opened = open_inbox(
-        document,
+        received,
         kind="share",
         context_stage=stage,
         prime=prime,

@@ -268,15 +268,16 @@ def _warm() -> int:
 
 
 async def _sharing_task(member: LoadMember, number: int, timeout: float) -> dict[str, Any]:
-    """What every member's sharing task of round ``number`` holds (``peers``, ``sharing``,
-    ``committee``), read once from ``member``'s task (not a measured request)."""
+    """``member``'s sharing task of round ``number``, read once (not a measured request):
+    what every member's holds alike (``peers``, ``sharing``, ``committee``) is what
+    :func:`~bench.load.sim.prepare_body` reads of it."""
     headers = {"Authorization": f"Bearer {member.token}"}
     deadline = time.monotonic() + timeout
     while True:
         r = await member.http.request("GET", "/v1/participants/me/task", headers=headers)
         task = r.json() if r.status_code == 200 else {}
         if task.get("round") == number and task.get("action") == "share":
-            return {k: task.get(k) for k in ("peers", "sharing", "committee")}
+            return dict(task)
         if time.monotonic() > deadline:
             raise RuntimeError(f"round {number} offered no sharing task in {timeout:.0f} s: {task}")
         await asyncio.sleep(0.2)

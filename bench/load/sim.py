@@ -37,6 +37,7 @@ from secfpp.crypto.transport import (
     public_key_bytes,
 )
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.participant.client import ReceivedEnvelope, ReceivedInbox
 from secfpp.participant.engine import poll_interval
 from secfpp.participant.protocol import (
     aggregation_payload,
@@ -46,6 +47,7 @@ from secfpp.participant.protocol import (
     peer_keys,
     share_body,
 )
+from secfpp.wire.messages import Inbox, Task
 from tests.support.trainers import FixedTrainer, group_of
 
 __all__ = ["FixedTrainer", "LoadMember", "Sample", "compute_result", "group_of", "prepare_body"]
@@ -179,7 +181,8 @@ class LoadMember:
                     if (number, stage) not in self.done:
                         await self._result(task, number, stage)
                         continue
-            await asyncio.sleep(poll_interval(task, poll_s + jitter()))  # as the daemon
+            hint = task.get("poll_after_s")
+            await asyncio.sleep(poll_interval(hint, poll_s + jitter()))  # as the daemon
 
     async def _share(self, task: dict[str, Any], number: int) -> None:
         prepared = self.prepared.get(number)
@@ -240,10 +243,11 @@ def prepare_body(
     task: Mapping[str, Any],
     binary: bool,
 ) -> bytes:
-    """The encoded share upload of participant ``index`` for ``task`` (its ``round``,
-    ``peers``, ``sharing`` and, in a committee round, ``committee``, which is checked
-    against the public draw as the daemon does): the stand-in trainer's ``x_i`` and
-    ``g_i`` quantized, shared, sealed and packed (binary) or JSON-encoded.
+    """The encoded share upload of participant ``index`` for ``task`` (a ``/me/task``
+    document of the round's sharing stage: its ``round``, ``peers``, ``sharing`` and, in a
+    committee round, ``committee``, which is checked against the public draw as the daemon
+    does): the stand-in trainer's ``x_i`` and ``g_i`` quantized, shared, sealed and packed
+    (binary) or JSON-encoded.
 
     Plain arguments (the raw X25519 private key), so that it can run in another process.
     """
@@ -253,7 +257,7 @@ def prepare_body(
     trainer = FixedTrainer(index, reduced_dim=params.reduced_dim, prompt_size=size)
     out = trainer.train(number, None)
     body = share_body(
-        task,
+        Task.model_validate(task),
         params=params,
         federation_id=federation_id,
         index=index,
@@ -295,16 +299,17 @@ def compute_result(
         length = params.aggregation_lcc().chunk_length(size)
     if inbox.startswith(b"SFI"):
         number, recipient, senders, records = unpack_inbox(inbox)
-        document: dict[str, Any] = {
-            "round": number,
-            "recipient": recipient,
-            "senders": senders,
-            "envelopes": [{"sender": s, "kind": k, "ciphertext": c} for s, k, c in records],
-        }
+        received = ReceivedInbox(
+            number,
+            recipient,
+            tuple(senders),
+            tuple(ReceivedEnvelope(s, k, c) for s, k, c in records),
+        )
     else:
-        document = json.loads(inbox)
+        received = ReceivedInbox.of(Inbox.model_validate_json(inbox))
+    the_task = Task.model_validate(task)
     opened = open_inbox(
-        document,
+        received,
         kind=kind,
         context_stage=f"sharing-{kind}",
         prime=spec.prime,
@@ -312,7 +317,7 @@ def compute_result(
         federation_id=federation_id,
         index=index,
         private_key=load_private_key(private_key),
-        peers=peer_keys(task),
+        peers=peer_keys(the_task),
     )
     build = distance_payload if stage == "distances" else aggregation_payload
-    return build(task, opened, params)
+    return build(the_task, opened, params)

@@ -1,7 +1,7 @@
 """Binary request and response bodies of the participant API (``application/octet-stream``).
 
 Share uploads may be one batch of :func:`crypto.wire.pack_envelopes` instead of the JSON
-:class:`~coordinator.api.schemas.federations.ShareUpload` (no base64, no JSON: about 0.1 ms of the
+:class:`~secfpp.wire.messages.ShareUpload` (no base64, no JSON: about 0.1 ms of the
 coordinator's CPU for a 1.2 MB upload instead of 4 to 5 ms), and inboxes are served as
 :func:`crypto.wire.pack_inbox` when ``Accept`` prefers it. A malformed batch is the
 problem ``bad_payload`` with the :class:`~crypto.errors.WireFormatError`'s ``reason``.
@@ -16,11 +16,11 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from secfpp.coordinator.api.body import PARSED_JSON, reads_body
-from secfpp.coordinator.api.schemas.federations import ShareUpload
 from secfpp.coordinator.errors import from_crypto_error
 from secfpp.coordinator.rounds import uploads
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.wire import unpack_envelopes
+from secfpp.wire.messages import ShareUpload
 
 __all__ = ["BINARY_SCHEMA", "OCTETS", "SHARES_BODY", "share_envelopes", "wants_binary"]
 

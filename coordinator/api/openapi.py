@@ -24,8 +24,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from secfpp.coordinator.api.schemas.federations import Problem
 from secfpp.coordinator.errors import PROBLEM_BASE, PROBLEMS
+from secfpp.wire.messages import Problem
 
 __all__ = ["API_DESCRIPTION", "PROBLEM_JSON", "TAGS", "build_openapi", "problems"]
 

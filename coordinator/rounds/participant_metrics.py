@@ -49,7 +49,7 @@ def record_metrics(
 ) -> MetricsReceipt:
     """Store ``values`` for round ``number`` of the participant's federation.
 
-    ``values`` were validated by :class:`~coordinator.api.schemas.federations.MetricsUpload` (names,
+    ``values`` were validated by :class:`~secfpp.wire.messages.MetricsUpload` (names,
     finite numbers, at most 16). Raises ``round_not_found`` when the federation has no
     such round and ``conflicting_upload`` when a name is stored with another value.
     """

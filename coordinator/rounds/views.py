@@ -219,7 +219,7 @@ def federation_status(session: Session, federation_id: str) -> FederationStatus:
 
 
 def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
-    """The participant's current task (see :class:`~coordinator.api.schemas.federations.Task`).
+    """The participant's current task (see :class:`~secfpp.wire.messages.Task`).
 
     ``peers`` (every participant's key, O(N) per answer) is filled only when the action
     needs keys (``share``, ``compute_distances``, ``compute_sums``) or there is no round

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from secfpp.wire.types import HEX32_PATTERN
+
 __all__ = ["DEFAULT_MODEL", "MODEL_NAME_PATTERN", "BackboneConfig"]
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@/-]*$"
@@ -33,7 +35,7 @@ class BackboneConfig(BaseModel):
     weights_sha256: str = Field(
         min_length=64,
         max_length=64,
-        pattern=r"^[0-9a-f]{64}$",
+        pattern=HEX32_PATTERN,
         description="SHA-256 (hex) of the loaded weights: 'secfpp-participant fingerprint "
         "--model M --pretrained FILE' prints it. Same for every file format of the same "
         "weights; may be left out for 'tiny-offline' (its shipped weights).",

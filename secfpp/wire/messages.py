@@ -5,7 +5,9 @@ schema is generated from them) and the participant daemon parses every answer in
 so a field renamed on one side fails the other's validation instead of reading a missing
 key. Grouped by what they carry:
 
-* **enrollment**: :class:`EnrollRequest` -> :class:`EnrollResponse`; :class:`Peer`;
+* **enrollment**: :class:`EnrollRequest` -> :class:`EnrollResponse`; who a token belongs
+  to, :class:`MeResponse` (a :class:`ParticipantIdentity` with its federation's config);
+  :class:`Peer`;
 * **tasks**: :class:`Task` (what to do now) with :class:`SharingTask`,
   :class:`DistanceTask`, :class:`AggregationTask`, the round's :class:`CommitteeOut` and
   :class:`NextBeaconOut`, the :class:`PromptOut` to train from;
@@ -30,7 +32,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints, model_validator
 
 from secfpp.wire.backbone import BackboneConfig
-from secfpp.wire.types import B64, MAX_PARTICIPANTS, B64Bytes, B64Key, Label, PlainText, WireModel
+from secfpp.wire.types import (
+    B64,
+    MAX_PARTICIPANTS,
+    B64Bytes,
+    B64Key,
+    Hex32,
+    Label,
+    ParticipantIndex,
+    PlainText,
+    WireModel,
+)
 
 __all__ = [
     "Action",
@@ -55,9 +67,11 @@ __all__ = [
     "FederationStatus",
     "Inbox",
     "InboxEnvelope",
+    "MeResponse",
     "MetricsReceipt",
     "MetricsUpload",
     "NextBeaconOut",
+    "ParticipantIdentity",
     "Peer",
     "Problem",
     "PromptOut",
@@ -113,6 +127,28 @@ class EnrollResponse(WireModel):
     federation_id: str
     index: int = Field(description="Fixed LCC evaluation index (0-based).")
     api_token: str = Field(description="Bearer token of this participant; shown only now.")
+
+
+class ParticipantIdentity(WireModel):
+    """Who a participant token belongs to (``GET /v1/participants/me`` without the config)."""
+
+    participant_id: str
+    federation_id: str
+    index: int
+    display_name: str
+    public_key: B64 = Field(description="The registered X25519 public key (32 bytes).")
+
+
+class MeResponse(ParticipantIdentity):
+    """``GET /v1/participants/me`` as the participant reads it: its identity and its
+    federation's config document.
+
+    The config is the coordinator's federation schema (validated there when the federation
+    was created, ``secfpp.coordinator.federations.config``); the participant keeps the
+    document (``identity.json``) and its stages read the parts they use.
+    """
+
+    config: dict[str, Any]
 
 
 class Peer(WireModel):
@@ -301,7 +337,7 @@ class Task(WireModel):
 
 # -- uploads and receipts -------------------------------------------------------------------
 class EnvelopeIn(WireModel):
-    recipient: int = Field(ge=0, lt=MAX_PARTICIPANTS)
+    recipient: ParticipantIndex
     kind: Literal["prompt", "update", "zero"]
     ciphertext: B64Bytes = Field(description="Sealed envelope (crypto.transport.seal_share).")
 
@@ -329,7 +365,7 @@ class RefusalIn(WireModel):
         min_length=1, max_length=100, description="RefusalError.reason, e.g. overlapping_sets"
     )
     message: PlainText = Field(default="", max_length=1000)
-    senders: list[Annotated[int, Field(ge=0, lt=MAX_PARTICIPANTS)]] = Field(
+    senders: list[ParticipantIndex] = Field(
         default_factory=list,
         max_length=MAX_PARTICIPANTS,
         description="Senders blamed: their shares failed authentication (bad MAC, a key "
@@ -363,12 +399,10 @@ class BeaconContributionIn(WireModel):
     """Exactly one of ``commitment`` (while round ``t - 2`` is the newest) and ``value``
     (while round ``t - 1`` is the newest), for round ``t``'s beacon (crypto.beacon_mix)."""
 
-    commitment: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+    commitment: Hex32 | None = Field(
         default=None, description="contribution_commitment(federation, t, index, value), hex."
     )
-    value: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = Field(
-        default=None, description="The 32 random bytes committed to, hex."
-    )
+    value: Hex32 | None = Field(default=None, description="The 32 random bytes committed to, hex.")
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"commitment": "ab" * 32}, {"value": "cd" * 32}]}
@@ -426,9 +460,7 @@ class MetricsReceipt(WireModel):
 
 # -- attestations (docs/protocol.md section 7, "Equivocation") ------------------------------
 class AttestationMac(WireModel):
-    recipient: int = Field(
-        ge=0,
-        lt=MAX_PARTICIPANTS,
+    recipient: ParticipantIndex = Field(
         description="A stage participant other than the sender (every participant, or in a "
         "committee round a committee member).",
     )
@@ -445,7 +477,7 @@ class AttestationIn(WireModel):
     "Equivocation")."""
 
     stage: Literal["distances", "aggregation"] = Field(description="The coded stage.")
-    digest: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] = Field(
+    digest: Hex32 = Field(
         description="SHA-256 (lowercase hex) of the request the caller was shown "
         "(crypto.refusal distance_request_digest / aggregation_request_digest)."
     )

@@ -1,4 +1,5 @@
-"""Field types of the wire messages: base64 bytes and keys, plain text, the index bound.
+"""Field types of the wire messages: base64 bytes and keys, hex digests, plain text, the
+index bound.
 
 Binary values (public keys, sealed share envelopes, packed field vectors and prompts)
 travel as standard base64 strings; a string that is not valid base64 is refused with the
@@ -27,12 +28,15 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "B64",
     "BASE64_PATTERN",
+    "HEX32_PATTERN",
     "KEY_PATTERN",
     "MAX_PARTICIPANTS",
     "PLAIN_TEXT_PATTERN",
     "B64Bytes",
     "B64Key",
+    "Hex32",
     "Label",
+    "ParticipantIndex",
     "PlainText",
     "WireModel",
     "b64",
@@ -40,6 +44,9 @@ __all__ = [
 
 MAX_PARTICIPANTS: Final = 1024
 """``N``: participants of one federation (LCC evaluation points, envelopes per upload)."""
+
+ParticipantIndex = Annotated[int, Field(ge=0, lt=MAX_PARTICIPANTS)]
+"""Request field: a participant's LCC index, ``0 <= i < MAX_PARTICIPANTS``."""
 
 PLAIN_TEXT_PATTERN: Final = r"^[^\x00-\x1f\x7f-\x9f]*$"
 """Text without C0 or C1 control characters (NUL, newline, ESC, DEL, ...)."""
@@ -50,6 +57,13 @@ PlainText = Annotated[str, StringConstraints(pattern=PLAIN_TEXT_PATTERN)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=PLAIN_TEXT_PATTERN)]
 """A name shown to people (federation name, display name): 1 to 200 characters of
 :data:`PlainText` (the database column is ``VARCHAR(200)``)."""
+
+
+HEX32_PATTERN: Final = r"^[0-9a-f]{64}$"
+"""32 bytes as lowercase hex: SHA-256 digests, commitments, beacon values."""
+
+Hex32 = Annotated[str, StringConstraints(pattern=HEX32_PATTERN)]
+"""Request field: 32 bytes as lowercase hex (:data:`HEX32_PATTERN`)."""
 
 
 def _decode_b64(value: Any) -> bytes:

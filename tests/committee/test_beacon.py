@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from sqlalchemy import delete, update
 
 from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.models import RoundBeacon
 from secfpp.crypto.committee import beacon_commitment
+from tests.support.wire import task_of
 
 
 def _opens(federation_id: str, number: int, beacon_hex: str, commitment_hex: str) -> bool:
@@ -91,17 +94,22 @@ def test_a_daemon_keeps_the_first_commitment_and_ignores_malformed_ones(
 ) -> None:
     engine = federation.engines[2]
     first, other = "11" * 32, "22" * 32
-    engine._record_beacon({"round": 6, "next_beacon": {"round": 7, "commitment": first}})
-    engine._record_beacon({"round": 6, "next_beacon": {"round": 7, "commitment": other}})
+    engine._record_beacon(task_of({"round": 6, "next_beacon": {"round": 7, "commitment": first}}))
+    engine._record_beacon(task_of({"round": 6, "next_beacon": {"round": 7, "commitment": other}}))
     for bad in (
-        {"round": "x", "commitment": first},
-        {"round": 7},
         {"round": 7, "commitment": "ab"},
+        {"round": 7, "commitment": "zz" * 32},
         {"round": 8, "commitment": other},  # not the round after the task's
         {"round": 10**9, "commitment": other},  # would push the recorded ones out
     ):
-        engine._record_beacon({"round": 6, "next_beacon": bad})
-    engine._record_beacon({"round": None, "next_beacon": {"round": 2, "commitment": other}})
+        engine._record_beacon(task_of({"round": 6, "next_beacon": bad}))
+    for wrong_shape in ({"round": "x", "commitment": first}, {"round": 7}):
+        # The client refuses such an answer (InvalidAnswerError) before the engine sees it.
+        with pytest.raises(ValidationError, match=r"next_beacon\.(round|commitment)"):
+            task_of({"round": 6, "next_beacon": wrong_shape})
+    engine._record_beacon(
+        task_of({"round": None, "next_beacon": {"round": 2, "commitment": other}})
+    )
     engine._beacon_log = None  # read back from the state directory
     assert engine._commitment(7) == bytes.fromhex(first)
     assert engine._commitment(8) is None

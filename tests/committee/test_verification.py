@@ -28,6 +28,7 @@ from secfpp.crypto.committee import (
 )
 from secfpp.crypto.params import CryptoParams
 from secfpp.participant.protocol import round_committee as check_task
+from secfpp.wire.messages import Task
 
 
 def _envelopes(db_url: str) -> int:
@@ -80,7 +81,9 @@ def test_an_honest_announcement_passes_the_check(federation: Any, kit: Any) -> N
     f = federation
     f.start_round()
     task = f.task(4)
-    members = check_task(task, params=f.engines[4].params, federation_id=f.id, index=4)
+    members = check_task(
+        Task.model_validate(task), params=f.engines[4].params, federation_id=f.id, index=4
+    )
     assert members is not None
     assert list(members) == task["committee"]["members"]
 
@@ -109,8 +112,10 @@ def _tampered(task: dict[str, Any], how: str) -> dict[str, Any]:
         c["beacon"] = "not hex"
     elif how == "coordinator_beacon":  # the committee drawn from a beacon not combined
         c["coordinator_beacon"] = bytes(32).hex()
-    elif how == "no_contributions":
-        del c["contributions"]
+    elif how == "contribution_not_hex":
+        # (A missing ``contributions`` member is the schema's default, an empty list: in
+        # this first round, where nobody has contributed yet, that is the honest value.)
+        c["contributions"] = [{"index": 0, "commitment": "zz", "value": None, "reason": None}]
     else:
         raise AssertionError(how)
     return out
@@ -129,7 +134,7 @@ def _tampered(task: dict[str, Any], how: str) -> dict[str, Any]:
         ("missing", "announces none"),
         ("malformed", "malformed"),
         ("coordinator_beacon", "not the combination"),
-        ("no_contributions", "malformed"),
+        ("contribution_not_hex", "malformed"),
     ],
 )
 def test_every_wrong_announcement_is_refused(
@@ -141,7 +146,10 @@ def test_every_wrong_announcement_is_refused(
     task = f.task(index)
     with pytest.raises(CommitteeMismatchError, match=message) as info:
         check_task(
-            _tampered(task, how), params=f.engines[index].params, federation_id=f.id, index=index
+            Task.model_validate(_tampered(task, how)),
+            params=f.engines[index].params,
+            federation_id=f.id,
+            index=index,
         )
     assert info.value.reason == "committee_mismatch"
 
@@ -152,7 +160,7 @@ def test_a_committee_in_an_all_to_all_federation_is_refused(federation: Any) -> 
     task = f.task(0)
     all_to_all = CryptoParams.for_federation(12, reduced_dim=8, collusion_fraction=0.2)
     with pytest.raises(CommitteeMismatchError, match="shares all-to-all"):
-        check_task(task, params=all_to_all, federation_id=f.id, index=0)
+        check_task(Task.model_validate(task), params=all_to_all, federation_id=f.id, index=0)
 
 
 # -- settings ------------------------------------------------------------------------

@@ -108,13 +108,12 @@ def test_the_hint_stays_well_inside_the_shortest_deadline() -> None:
 
 @pytest.mark.parametrize("hint", [None, "10", True, float("nan"), float("inf"), -5.0, 0.0, 0.5])
 def test_the_daemon_keeps_its_interval_without_a_longer_valid_hint(hint: object) -> None:
-    task = {} if hint is None else {"poll_after_s": hint}
-    assert poll_interval(task, 1.0) == 1.0
+    assert poll_interval(hint, 1.0) == 1.0  # type: ignore[arg-type]
 
 
 def test_the_daemon_follows_a_longer_hint_with_a_spread_and_a_cap() -> None:
-    waits = [poll_interval({"poll_after_s": 10}, 1.0) for _ in range(400)]
+    waits = [poll_interval(10, 1.0) for _ in range(400)]
     assert all(9.0 <= w <= 11.0 for w in waits)
     assert max(waits) - min(waits) > 1.0  # spread, not one value
-    assert all(poll_interval({"poll_after_s": 10_000.0}, 1.0) == DAEMON_CAP for _ in range(50))
-    assert poll_interval({"poll_after_s": 10.0}, 30.0) == 30.0
+    assert all(poll_interval(10_000.0, 1.0) == DAEMON_CAP for _ in range(50))
+    assert poll_interval(10.0, 30.0) == 30.0

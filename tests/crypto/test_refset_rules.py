@@ -21,6 +21,7 @@ from secfpp.crypto.refset_rules import (
 from secfpp.crypto.refusal import check_distance_request
 from secfpp.crypto.secpc import ReferenceSets, plaintext_distances
 from secfpp.participant.refsets import answered_sets, check_distance_sets, load_answered
+from tests.support.wire import task_of
 
 EIGHT = tuple(range(8))
 BEACON = bytes(range(32))
@@ -171,7 +172,7 @@ def test_the_participant_checks_the_beacon_against_its_commitment() -> None:
         salt=probe_salt("fed", 2, BEACON),
     )
     assert refs is not None
-    task = _task(refs, 2, BEACON)
+    task = task_of(_task(refs, 2, BEACON))
     committed = beacon_commitment("fed", 2, BEACON)
     check_distance_sets(task, params, federation_id="fed", previous=None, commitment=committed)
     other = beacon_commitment("fed", 2, bytes(32))
@@ -180,7 +181,11 @@ def test_the_participant_checks_the_beacon_against_its_commitment() -> None:
     assert info.value.reason == "beacon_mismatch"
     with pytest.raises(RefusalError) as info:
         check_distance_sets(
-            _task(refs, 2, None), params, federation_id="fed", previous=None, commitment=None
+            task_of(_task(refs, 2, None)),
+            params,
+            federation_id="fed",
+            previous=None,
+            commitment=None,
         )
     assert info.value.reason == "probe_not_drawn"
     # what the daemon remembers reads back, and a damaged record counts as none

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.wire.messages import UploadReceipt
 
 STAGES = ("sharing", "distances", "aggregation")
 
@@ -34,11 +35,11 @@ class HeldClient(CoordinatorClient):
         super().__init__(httpx.Client(base_url=url, timeout=30), retry=retry)
         self.gates = gates
 
-    def upload_shares(self, round_number: int, body: dict[str, Any]) -> dict[str, Any]:
+    def upload_shares(self, round_number: int, body: dict[str, Any]) -> UploadReceipt:
         assert self.gates["sharing"].wait(120)
         return super().upload_shares(round_number, body)
 
-    def upload_result(self, round_number: int, stage: str, *args: Any) -> dict[str, Any]:
+    def upload_result(self, round_number: int, stage: str, *args: Any) -> UploadReceipt:
         assert self.gates[stage].wait(120)
         return super().upload_result(round_number, stage, *args)
 

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.wire.messages import UploadReceipt
 
 pytestmark = pytest.mark.postgres
 
@@ -30,7 +31,7 @@ class HeldSharing(CoordinatorClient):
         super().__init__(httpx.Client(base_url=url, timeout=30), retry=retry)
         self.gate = gate
 
-    def upload_shares(self, round_number: int, body: dict[str, Any]) -> dict[str, Any]:
+    def upload_shares(self, round_number: int, body: dict[str, Any]) -> UploadReceipt:
         assert self.gate.wait(300)
         return super().upload_shares(round_number, body)
 

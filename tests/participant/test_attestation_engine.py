@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,14 @@ from secfpp.crypto.attestation import attest
 from secfpp.crypto.refusal import aggregation_request_digest
 from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
-from secfpp.participant.protocol import committee_of, peer_keys
+from secfpp.participant.protocol import aggregation_sets, committee_of, peer_keys
+from secfpp.wire.messages import (
+    AttestationOut,
+    AttestationReceipt,
+    Attestations,
+    Task,
+    UploadReceipt,
+)
 from tests.participant.test_engine import ADMIN, GroupTrainer, N, make_engines
 from tests.support.common import ADMIN_TOKEN, FakeClock
 
@@ -56,13 +63,13 @@ class Recording(CoordinatorClient):
 
     def upload_result(
         self, round_number: int, stage: str, payload: bytes, request_digest: str
-    ) -> dict[str, Any]:
+    ) -> UploadReceipt:
         self.uploads.append((round_number, stage))
         return super().upload_result(round_number, stage, payload, request_digest)
 
     def attest(
         self, round_number: int, stage: str, digest: str, macs: dict[int, bytes]
-    ) -> dict[str, Any]:
+    ) -> AttestationReceipt:
         if self.fail_attest:
             raise KeyboardInterrupt("crash before the attestation reached the coordinator")
         self.attested.append((stage, digest))
@@ -79,19 +86,19 @@ class Equivocating(Recording):
         self.colluder = colluder
         self.me: int | None = None
 
-    def task(self) -> dict[str, Any]:
-        doc = super().task()
-        if doc.get("aggregation") is not None:
-            for s in doc["aggregation"]["sets"]:
-                s["members"] = [m for m in s["members"] if m != 7]
-        return doc
+    def task(self) -> Task:
+        task = super().task()
+        if task.aggregation is not None:
+            for s in task.aggregation.sets:
+                s.members = [m for m in s.members if m != 7]
+        return task
 
-    def attestations(self, round_number: int, stage: str) -> dict[str, Any]:
+    def attestations(self, round_number: int, stage: str) -> Attestations:
         doc = super().attestations(round_number, stage)
         if stage != "aggregation":
             return doc
         task = self.task()
-        sets = [tuple(int(m) for m in s["members"]) for s in task["aggregation"]["sets"]]
+        sets = aggregation_sets(task)
         digest = aggregation_request_digest(
             self.colluder.federation_id, round_number, sets, committee=committee_of(task)
         )
@@ -106,9 +113,10 @@ class Equivocating(Recording):
             digest=digest,
             recipients=[self.me],
         )
-        forged = {"sender": COLLUDER, "digest": digest, "mac": base64.b64encode(macs[self.me])}
-        doc["attestations"] = [a for a in doc["attestations"] if a["sender"] != COLLUDER]
-        doc["attestations"].append({**forged, "mac": forged["mac"].decode()})
+        forged = AttestationOut(
+            sender=COLLUDER, digest=digest, mac=base64.b64encode(macs[self.me]).decode()
+        )
+        doc.attestations = [a for a in doc.attestations if a.sender != COLLUDER] + [forged]
         return doc
 
 
@@ -195,7 +203,8 @@ def test_an_equivocating_coordinators_second_request_gets_no_answer(
         assert (1, "aggregation") in engines[j].client.uploads  # type: ignore[attr-defined]
     # The deadline comes before group B's next poll (by the coordinator's clock): each
     # refuses, recorded before it is sent.
-    deadline = datetime.fromisoformat(engines[5].client.task()["deadline"])
+    deadline = engines[5].client.task().deadline
+    assert deadline is not None
     clock.now = deadline - timedelta(seconds=0.5)
     for j in GROUP_B:
         engines[j].step()

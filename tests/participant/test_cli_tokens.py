@@ -168,7 +168,7 @@ def test_set_token_installs_a_rotated_token(
     assert installed == {**identity, "api_token": new}
     assert (state / "identity.json").stat().st_mode & 0o077 == 0
     client = CoordinatorClient(coordinator, installed["api_token"])
-    assert client.me()["participant_id"] == pid
+    assert client.me().participant_id == pid
 
 
 def test_set_token_refuses_another_participants_token(

@@ -19,6 +19,8 @@ from secfpp.participant.client import (
     RetryPolicy,
     retry_after_seconds,
 )
+from secfpp.wire.messages import Task
+from tests.support.wire import TASK_DEFAULTS
 
 
 class FakeTime:
@@ -55,19 +57,7 @@ def client_for(
     return client, clock, remaining
 
 
-WAIT = {
-    "federation_id": "f",
-    "participant_index": 0,
-    "round": None,
-    "stage": None,
-    "action": "wait",
-    "deadline": None,
-    "uploaded": False,
-    "cluster": None,
-    "global_prompt": None,
-    "senders": None,
-    "peers": [],
-}
+WAIT = dict(TASK_DEFAULTS, federation_id="f")
 OK = httpx.Response(200, json=WAIT)
 DOWN = httpx.ConnectError("connection refused")
 
@@ -75,7 +65,7 @@ DOWN = httpx.ConnectError("connection refused")
 def test_an_outage_of_any_length_is_waited_out_with_capped_backoff() -> None:
     answers: list[httpx.Response | Exception] = [DOWN] * 200 + [OK]
     client, clock, remaining = client_for(answers)
-    assert client.task() == WAIT
+    assert client.task() == Task.model_validate(WAIT)
     assert remaining == []
     assert len(clock.waits) == 200
     policy = client.retry

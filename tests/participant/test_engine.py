@@ -19,6 +19,7 @@ from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine, TrainOutput
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir, StateError
+from secfpp.wire.messages import Task
 from tests.crypto.counting_key import CountingKey
 from tests.support.common import ADMIN, ADMIN_TOKEN
 from tests.support.federations import create_federation, federation_body
@@ -250,7 +251,7 @@ def test_daemons_stop_when_the_final_round_ends_even_if_it_failed(
     polls = 0
     real_task = CoordinatorClient.task
 
-    def counted(self: CoordinatorClient) -> dict[str, Any]:
+    def counted(self: CoordinatorClient) -> Task:
         nonlocal polls
         polls += 1
         assert polls < 10 * N, "a daemon kept polling a federation that is over"

@@ -19,6 +19,7 @@ from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_spent
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant import protocol
 from tests.participant.test_engine import ADMIN, DIM, N_CTX, N, R, drive, enroll_engines, http
+from tests.support.wire import task_of
 
 __all__ = ["http"]
 
@@ -102,7 +103,7 @@ def test_share_body_refuses_a_task_that_strips_the_noise_carrier() -> None:
     )
     with pytest.raises(ValueError, match="asks for no 'zero' contribution"):
         protocol.share_body(
-            {**task, "peers": [], "round": 1},
+            task_of({**task, "peers": [], "round": 1}),
             params=None,  # type: ignore[arg-type]
             federation_id="f",
             index=0,

@@ -16,6 +16,7 @@ from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import KeyRing, ShareContext, generate_keypair, open_share, seal_share
 from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 from secfpp.participant.protocol import open_inbox
+from tests.support.wire import inbox_of
 
 PRIME = 2**31 - 1
 LENGTH = 5
@@ -35,7 +36,7 @@ def _share(sender: int) -> np.ndarray:
 
 def _open(envelopes: list[dict[str, object]], peers: range = range(1, 9)) -> object:
     return open_inbox(
-        {"round": ROUND, "envelopes": envelopes},
+        inbox_of({"round": ROUND, "envelopes": envelopes}),
         kind="update",
         context_stage=STAGE,
         prime=PRIME,
@@ -122,7 +123,7 @@ def test_repeated_envelopes_do_not_grow_the_buffer() -> None:
     tracemalloc.start()
     try:
         opened = open_inbox(
-            {"round": ROUND, "envelopes": [envelope] * 5000},
+            inbox_of({"round": ROUND, "envelopes": [envelope] * 5000}),
             kind="update",
             context_stage=STAGE,
             prime=PRIME,

@@ -28,6 +28,7 @@ from secfpp.participant.rerandomize import (
     rerandomizes,
     zero_sharing_length,
 )
+from tests.support.wire import inbox_of, task_of
 
 N, R, FED, ROUND = 8, 6, "fed-rerandomize", 3
 PARAMS = CryptoParams.for_federation(N, reduced_dim=R, min_reference_size=2)
@@ -79,7 +80,7 @@ def _inboxes(task: dict[str, Any], senders: list[int]) -> dict[int, dict[str, An
     for i in senders:
         ring = KeyRing(KEYS[i].private)
         common = {"params": PARAMS, "federation_id": FED, "index": i, "private_key": ring}
-        body = share_body(task, **common, reduced=VECTORS[i], update=None, rng=RNG)
+        body = share_body(task_of(task), **common, reduced=VECTORS[i], update=None, rng=RNG)
         for env in body["envelopes"]:
             boxes[env["recipient"]]["envelopes"].append({"sender": i, **env})
     return boxes
@@ -88,7 +89,7 @@ def _inboxes(task: dict[str, Any], senders: list[int]) -> dict[int, dict[str, An
 def _open(box: dict[str, Any], j: int, kind: str) -> OpenedShares:
     zero = kind == ZERO_KIND
     return open_inbox(
-        box,
+        inbox_of(box, j),
         kind=kind,
         context_stage=ZERO_CONTEXT_STAGE if zero else "sharing-prompt",
         prime=PARAMS.clustering_field.prime,
@@ -116,9 +117,9 @@ def test_sealed_zero_sharings_rerandomize_and_decode_exactly() -> None:
         prompts, zeros = _open(boxes[j], j, "prompt"), _open(boxes[j], j, ZERO_KIND)
         assert not prompts.failed
         assert not zeros.failed
-        payload, digest = distance_payload(task, prompts, PARAMS, zeros=zeros)
+        payload, digest = distance_payload(task_of(task), prompts, PARAMS, zeros=zeros)
         mixed[j] = _values(payload)
-        plain_payload, plain_digest = distance_payload(task, prompts, PARAMS)
+        plain_payload, plain_digest = distance_payload(task_of(task), prompts, PARAMS)
         plain[j] = _values(plain_payload)
         assert digest == plain_digest  # the same request
         assert not np.array_equal(mixed[j], plain[j])
@@ -143,7 +144,9 @@ def test_a_missing_zero_sharing_is_refused_like_a_missing_share() -> None:
         e for e in box["envelopes"] if not (e["sender"] == 5 and e["kind"] == ZERO_KIND)
     ]
     with pytest.raises(RefusalError, match=r"missing_share.*\[5\]"):
-        distance_payload(task, _open(box, 0, "prompt"), PARAMS, zeros=_open(box, 0, ZERO_KIND))
+        distance_payload(
+            task_of(task), _open(box, 0, "prompt"), PARAMS, zeros=_open(box, 0, ZERO_KIND)
+        )
 
 
 def test_zero_envelopes_do_not_open_as_prompt_shares() -> None:
@@ -170,7 +173,7 @@ def test_a_zero_sharing_of_another_length_is_refused_before_sharing() -> None:
     task["sharing"]["envelopes"][1]["vector_length"] = 5
     with pytest.raises(ValueError, match="zero-sharing has"):
         share_body(
-            task,
+            task_of(task),
             params=PARAMS,
             federation_id=FED,
             index=0,

@@ -20,6 +20,7 @@ from secfpp.participant.state import (
     atomic_write,
     check_enrollment,
 )
+from secfpp.wire.messages import MeResponse
 
 IDENTITY = {
     "coordinator_url": "https://coord.example:8443",
@@ -208,14 +209,23 @@ def _public(private: bytes) -> bytes:
     return public_key_bytes(load_private_key(private).public_key())
 
 
-def test_enrollment_check_accepts_the_matching_coordinator_view() -> None:
-    private = b"\x01" * 32
-    me = {
+def _me(**fields: object) -> MeResponse:
+    """The coordinator's ``/me`` answer for the enrollment of ``IDENTITY`` (``fields`` replaced)."""
+    doc = {
         "federation_id": "fed-1",
         "participant_id": "p-3",
         "index": 2,
-        "public_key": base64.b64encode(_public(private)).decode(),
+        "display_name": "org",
+        "public_key": "",
+        "config": {},
+        **fields,
     }
+    return MeResponse.model_validate(doc)
+
+
+def test_enrollment_check_accepts_the_matching_coordinator_view() -> None:
+    private = b"\x01" * 32
+    me = _me(public_key=base64.b64encode(_public(private)).decode())
     check_enrollment(IDENTITY, _public(private), me)
 
 
@@ -231,13 +241,7 @@ def test_enrollment_check_accepts_the_matching_coordinator_view() -> None:
 )
 def test_enrollment_check_names_every_mismatch(field: str, value: object, said: str) -> None:
     private = b"\x01" * 32
-    me = {
-        "federation_id": "fed-1",
-        "participant_id": "p-3",
-        "index": 2,
-        "public_key": base64.b64encode(_public(private)).decode(),
-        field: value,
-    }
+    me = _me(**{"public_key": base64.b64encode(_public(private)).decode(), field: value})
     with pytest.raises(StateMismatchError, match="does not match its enrollment") as raised:
         check_enrollment(IDENTITY, _public(private), me)
     assert said in str(raised.value)

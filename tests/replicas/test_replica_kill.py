@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from secfpp.participant.client import CoordinatorClient, RetryPolicy
+from secfpp.wire.messages import UploadReceipt
 
 RETRY = RetryPolicy(base_s=0.05, cap_s=0.5, log_every_s=5.0)
 
@@ -32,7 +33,7 @@ class HeldClient(CoordinatorClient):
         super().__init__(http, retry=RETRY)
         self.gate = gate
 
-    def upload_result(self, round_number: int, stage: str, *args: Any) -> dict[str, Any]:
+    def upload_result(self, round_number: int, stage: str, *args: Any) -> UploadReceipt:
         if stage == "distances":
             assert self.gate.wait(180)
         return super().upload_result(round_number, stage, *args)

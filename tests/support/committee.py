@@ -129,7 +129,8 @@ class CommitteeFederation(federations.AdminRounds):
             )
 
     def task(self, index: int) -> dict[str, Any]:
-        return dict(self.engines[index].client.task())
+        """Participant ``index``'s current task, as the JSON document."""
+        return self.engines[index].client.task().model_dump(mode="json")
 
     # -- participants --------------------------------------------------------------------
     def act(self, skip: set[int] | frozenset[int] = frozenset()) -> None:
@@ -172,10 +173,10 @@ class CommitteeFederation(federations.AdminRounds):
         """Cluster id -> the global prompt round ``number`` published (flat float64)."""
         out: dict[int, NDArray[np.float64]] = {}
         for engine in self.engines.values():
-            doc = engine.client.outcome(number)
-            if doc["global_prompt"] is not None:
-                raw = doc["global_prompt"]["data"]
-                out[int(doc["cluster"])] = np.frombuffer(base64.b64decode(raw), dtype="<f8")
+            outcome = engine.client.outcome(number)
+            if outcome.global_prompt is not None and outcome.cluster is not None:
+                raw = outcome.global_prompt.data
+                out[outcome.cluster] = np.frombuffer(base64.b64decode(raw), dtype="<f8")
         return out
 
 

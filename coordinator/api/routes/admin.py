@@ -17,9 +17,7 @@ from secfpp.coordinator.api.schemas.federations import (
     AbortRequest,
     EnrollmentTokens,
     EnrollmentTokensRequest,
-    FederationMetrics,
     FederationOut,
-    RoundStatus,
 )
 from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.coordinator.federations.service import (
@@ -31,6 +29,7 @@ from secfpp.coordinator.federations.service import (
 from secfpp.coordinator.rounds import service, store, views
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.rounds.participant_metrics import federation_metrics
+from secfpp.wire.messages import FederationMetrics, RoundStatus
 
 __all__ = ["router"]
 

@@ -32,7 +32,6 @@ from secfpp.coordinator.api.params import (
 from secfpp.coordinator.api.schemas.federations import (
     FederationOut,
     FederationPage,
-    FederationStatus,
     ParticipantPage,
     ParticipantSummary,
     RoundPage,
@@ -42,6 +41,7 @@ from secfpp.coordinator.db.models import Federation, Participant
 from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.federations.service import enrolled_count, get_federation
 from secfpp.coordinator.rounds import history, store
+from secfpp.wire.messages import FederationStatus
 
 __all__ = ["federation_out", "router"]
 

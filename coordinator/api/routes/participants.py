@@ -41,25 +41,7 @@ from secfpp.coordinator.api.deps import (
 )
 from secfpp.coordinator.api.openapi import problems
 from secfpp.coordinator.api.params import ParticipantRef, RoundNumber
-from secfpp.coordinator.api.schemas.federations import (
-    AttestationIn,
-    AttestationReceipt,
-    Attestations,
-    BeaconContributionIn,
-    BeaconContributionReceipt,
-    EnrollRequest,
-    EnrollResponse,
-    Inbox,
-    MetricsReceipt,
-    MetricsUpload,
-    ParticipantOut,
-    RefusalIn,
-    ResultUpload,
-    RoundOutcome,
-    Task,
-    UploadReceipt,
-    b64,
-)
+from secfpp.coordinator.api.schemas.federations import ParticipantOut
 from secfpp.coordinator.db.models import Participant, Round
 from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.federations.config import FederationConfig
@@ -70,6 +52,24 @@ from secfpp.coordinator.rounds.machine import TERMINAL, Stage
 from secfpp.coordinator.rounds.participant_metrics import record_metrics
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.wire import pack_inbox
+from secfpp.wire.messages import (
+    AttestationIn,
+    AttestationReceipt,
+    Attestations,
+    BeaconContributionIn,
+    BeaconContributionReceipt,
+    EnrollRequest,
+    EnrollResponse,
+    Inbox,
+    MetricsReceipt,
+    MetricsUpload,
+    RefusalIn,
+    ResultUpload,
+    RoundOutcome,
+    Task,
+    UploadReceipt,
+)
+from secfpp.wire.types import b64
 
 __all__ = ["enroll_router", "router"]
 

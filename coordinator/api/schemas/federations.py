@@ -1,9 +1,9 @@
 """Request and response bodies of the API (pydantic), with OpenAPI examples.
 
 The messages participants exchange with the coordinator are the wire schema's
-(:mod:`secfpp.wire.messages`, shared with the participant daemon) and are re-exported here;
-this module adds what only the HTTP layer and its admins see: federations, enrollment-token
-batches, lifecycle bodies, participant records and the list pages.
+(:mod:`secfpp.wire.messages`, shared with the participant daemon: the routes import them from
+there); this module holds what only the HTTP layer and its admins see: federations,
+enrollment-token batches, lifecycle bodies, participant records and the list pages.
 """
 
 from __future__ import annotations
@@ -14,102 +14,21 @@ from pydantic import ConfigDict, Field
 
 from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config import FederationConfig
-from secfpp.wire.messages import (
-    Action,
-    AggregationTask,
-    AttestationIn,
-    AttestationMac,
-    AttestationOut,
-    AttestationReceipt,
-    Attestations,
-    BeaconContributionIn,
-    BeaconContributionReceipt,
-    ClusterSet,
-    CommitteeOut,
-    ContributionOut,
-    DistanceTask,
-    EnrollRequest,
-    EnrollResponse,
-    EnvelopeIn,
-    EnvelopeSpec,
-    EventOut,
-    FederationMetrics,
-    FederationStatus,
-    Inbox,
-    InboxEnvelope,
-    MetricsReceipt,
-    MetricsUpload,
-    NextBeaconOut,
-    Peer,
-    Problem,
-    PromptOut,
-    RefusalIn,
-    ResultUpload,
-    RoundMetrics,
-    RoundOutcome,
-    RoundStatus,
-    ShareUpload,
-    SharingTask,
-    Task,
-    UploadReceipt,
-    ValidationIssue,
-)
-from secfpp.wire.types import B64, B64Bytes, B64Key, WireModel, b64
+from secfpp.wire.messages import FederationStatus, ParticipantIdentity
+from secfpp.wire.types import WireModel
 
 __all__ = [
-    "B64",
     "AbortRequest",
-    "Action",
-    "AggregationTask",
-    "AttestationIn",
-    "AttestationMac",
-    "AttestationOut",
-    "AttestationReceipt",
-    "Attestations",
-    "B64Bytes",
-    "B64Key",
-    "BeaconContributionIn",
-    "BeaconContributionReceipt",
-    "ClusterSet",
-    "CommitteeOut",
-    "ContributionOut",
-    "DistanceTask",
-    "EnrollRequest",
-    "EnrollResponse",
     "EnrollmentTokens",
     "EnrollmentTokensRequest",
-    "EnvelopeIn",
-    "EnvelopeSpec",
-    "EventOut",
-    "FederationMetrics",
     "FederationOut",
     "FederationPage",
-    "FederationStatus",
-    "Inbox",
-    "InboxEnvelope",
     "LifecycleRequest",
-    "MetricsReceipt",
-    "MetricsUpload",
-    "NextBeaconOut",
     "ParticipantOut",
     "ParticipantPage",
     "ParticipantSummary",
-    "Peer",
-    "Problem",
-    "PromptOut",
-    "RefusalIn",
-    "ResultUpload",
-    "RoundMetrics",
-    "RoundOutcome",
     "RoundPage",
-    "RoundStatus",
     "RoundSummary",
-    "ShareUpload",
-    "SharingTask",
-    "Task",
-    "UploadReceipt",
-    "ValidationIssue",
-    "b64",
 ]
 
 _Model = WireModel
@@ -162,12 +81,9 @@ class AbortRequest(_Model):
 
 
 # -- participants -------------------------------------------------------------------------
-class ParticipantOut(_Model):
-    participant_id: str
-    federation_id: str
-    index: int
-    display_name: str
-    public_key: B64 = Field(description="The registered X25519 public key (32 bytes).")
+# ``GET /v1/participants/me``: the wire schema's MeResponse (secfpp.wire.messages), with the
+# config typed as the federation schema it is (no docstring: the OpenAPI schema stays as it was).
+class ParticipantOut(ParticipantIdentity):
     config: FederationConfig
 
 

@@ -14,6 +14,7 @@ from secfpp.coordinator.federations.backbones import (
 )
 from secfpp.coordinator.federations.config.base import TINY_OFFLINE_WIDTH, _Frozen
 from secfpp.crypto.errors import ParameterError
+from secfpp.wire.types import HEX32_PATTERN
 
 
 class PromptShape(_Frozen):
@@ -74,7 +75,7 @@ class BackboneRequest(_Frozen):
         default=None,
         min_length=64,
         max_length=64,
-        pattern=r"^[0-9a-f]{64}$",
+        pattern=HEX32_PATTERN,
         description=BackboneConfig.model_fields["weights_sha256"].description,
     )
 
