@@ -153,12 +153,21 @@ class LoadMember:
             self.binary,
         )
 
-    def keep(self, number: int, sharing_task: dict[str, Any], body: bytes) -> None:
-        """Hold ``body`` (from :func:`prepare_body`) as the share upload of round ``number``."""
-        self.prepared[number] = {"expect": sharing_task["sharing"], "body": body}
+    def keep(
+        self, number: int, sharing_task: dict[str, Any], body: bytes, train_s: float = 0.0
+    ) -> None:
+        """Hold ``body`` (from :func:`prepare_body`) as the share upload of round ``number``,
+        sent ``train_s`` seconds after the member first sees its sharing task (its local
+        training time: the daemon trains, then uploads)."""
+        self.prepared[number] = {"expect": sharing_task["sharing"], "body": body, "train": train_s}
 
-    async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
-        """Poll and act until round ``number`` ends; returns its final stage."""
+    async def run_round(
+        self, number: int, poll_s: float, jitter: Callable[[], float], first_poll_s: float = 0.0
+    ) -> str:
+        """Poll and act until round ``number`` ends (the first poll after ``first_poll_s``
+        seconds: where the round's start falls in a waiting daemon's poll interval);
+        returns its final stage."""
+        await asyncio.sleep(first_poll_s)
         while True:
             r = await self.call("task", "GET", "/v1/participants/me/task")
             if r.status_code != 200:
@@ -185,6 +194,9 @@ class LoadMember:
         prepared = self.prepared.get(number)
         if prepared is None or prepared["expect"] != task["sharing"]:
             raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
+        if prepared["train"] > 0:  # training, once: a resent upload does not train again
+            await asyncio.sleep(prepared["train"])
+            prepared["train"] = 0.0
         path = f"/v1/participants/me/rounds/{number}/shares"
         headers = OCTETS if self.binary else JSON
         sent = time.time()
