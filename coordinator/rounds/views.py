@@ -287,7 +287,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     update: dict[str, object] = {"uploaded": uploaded}
     if stage is Stage.SHARING:
         update["sharing"] = SharingTask(
-            recipients=state.participants if state.committee is None else state.committee,
+            recipients=state.share_recipients(),
             envelopes=envelope_specs(config, state.clustering),
         )
         update["action"] = "wait" if uploaded else "share"
@@ -449,7 +449,8 @@ def outcome(
 
 def round_status(session: Session, rnd: Round, config: FederationConfig) -> RoundStatus:
     state = RoundState.model_validate(rnd.state)
-    uploads: dict[str, list[int]] = {Stage.SHARING.value: sorted(store.sharers(session, rnd.id))}
+    sharers = store.sharers(session, rnd.id, recipient=state.share_recipients()[0])
+    uploads: dict[str, list[int]] = {Stage.SHARING.value: sorted(sharers)}
     for stage in (Stage.DISTANCES, Stage.AGGREGATION):
         uploads[stage.value] = sorted(store.results_of(session, rnd.id, stage))
     step = state.step_obj()
