@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import random
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -37,6 +38,7 @@ from secfpp.crypto.transport import (
     public_key_bytes,
 )
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.participant.client import RETRY_STATUSES, retry_after_seconds
 from secfpp.participant.engine import poll_interval
 from secfpp.participant.protocol import (
     aggregation_payload,
@@ -106,7 +108,10 @@ class LoadMember:
 
         A transport error (typically a keep-alive connection the server closed just as
         it was reused) is recorded with status 0 and the request sent again, as the
-        daemon's client does; every participant request is idempotent.
+        daemon's client does; every participant request is idempotent. An answer the
+        daemon retries (429, 502, 503, 504: ``participant.client.RETRY_STATUSES``) is
+        recorded and the request sent again after its ``Retry-After`` (1 s without one)
+        plus up to 10 % jitter, as the daemon does.
         """
         all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         while True:
@@ -121,7 +126,10 @@ class LoadMember:
                 continue
             elapsed = time.perf_counter() - start
             self.samples.append(Sample(endpoint, response.status_code, elapsed))
-            return response
+            if response.status_code not in RETRY_STATUSES:
+                return response
+            wait = retry_after_seconds(response.headers.get("retry-after"))
+            await asyncio.sleep(min(wait or 1.0, 300.0) * random.uniform(1.0, 1.1))
 
     async def enroll(self, enrollment_token: str) -> None:
         document = {
