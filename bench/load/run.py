@@ -71,6 +71,7 @@ import multiprocessing
 import os
 import random
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -80,7 +81,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -662,6 +663,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.pool_size < 1 or args.max_overflow < 0:
         parser.error("--pool-size must be at least 1 and --max-overflow at least 0")
     backend = "SQLite" if args.sqlite else "PostgreSQL"
+    from bench.report import machine
+
+    recorded = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python -m bench.load " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "machine_before": machine(),
+    }
     work = Path(tempfile.mkdtemp(prefix="secfpp-load-"))
     try:
         with _database(args, work) as url, _replicas(url, work, args) as (bases, token, pids):
@@ -672,8 +680,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"coordinator log kept in {work}", file=sys.stderr)
         raise
     ok = _report(result, args, backend)
+    recorded["load_after"] = list(os.getloadavg())
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args), **result}, default=str, indent=1))
+        document = {"args": vars(args), "recorded": recorded, **result}
+        args.json.write_text(json.dumps(document, default=str, indent=1))
     if ok:
         shutil.rmtree(work, ignore_errors=True)
     else:
