@@ -6,7 +6,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
@@ -51,6 +51,8 @@ from secfpp.wire.messages import (
     Task,
 )
 from secfpp.wire.types import b64
+
+T = TypeVar("T")
 
 __all__ = [
     "CONTEXT_STAGES",
@@ -102,7 +104,6 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
     ]
 
 
-_CACHE_SIZE = 64
 _prompts: OrderedDict[tuple[str, int, int], PromptOut] = OrderedDict()
 _rosters: dict[str, tuple[int, list[Peer]]] = {}
 _cache_lock = threading.Lock()
@@ -124,10 +125,9 @@ def _prompt(
         return None
     key = (federation_id, generation, cluster)
     with _cache_lock:
-        cached = _prompts.get(key)
-        if cached is not None:
-            _prompts.move_to_end(key)
-            return cached
+        cached = _recall(_prompts, key)
+    if cached is not None:
+        return cached
     data = session.scalar(
         select(ClusterPrompt.prompt).where(
             ClusterPrompt.federation_id == federation_id,
@@ -141,9 +141,7 @@ def _prompt(
         cluster=cluster, generation=generation, shape=config.global_shape, data=b64(data)
     )
     with _cache_lock:
-        _prompts[key] = out
-        while len(_prompts) > _CACHE_SIZE:
-            _prompts.popitem(last=False)
+        _remember(_prompts, key, out)
     return out
 
 
@@ -186,10 +184,9 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
     """
     key = (rnd.id, rnd.version)
     with _states_lock:
-        cached = _states.get(key)
-        if cached is not None:
-            _states.move_to_end(key)
-            return cached
+        cached = _recall(_states, key)
+    if cached is not None:
+        return cached
     text = session.scalar(
         select(cast(Round.state, Text)).where(Round.id == rnd.id, Round.version == rnd.version)
     )
@@ -197,9 +194,7 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
         return None
     content = (rnd.id, hashlib.blake2b(text.encode(), digest_size=32).digest())
     with _states_lock:
-        state = _by_content.get(content)
-        if state is not None:
-            _by_content.move_to_end(content)
+        state = _recall(_by_content, content)
     if state is None:
         state = RoundState.model_validate(json.loads(text))  # as the JSON column would
     with _states_lock:
@@ -208,8 +203,18 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
     return state
 
 
-def _remember(cache: OrderedDict[Any, RoundState], key: Any, state: RoundState) -> None:
-    cache[key] = state
+def _recall(cache: OrderedDict[Any, T], key: Any) -> T | None:
+    """``cache[key]`` (now the most recently used) or None; the caller holds its lock."""
+    value = cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+    return value
+
+
+def _remember(cache: OrderedDict[Any, T], key: Any, value: T) -> None:
+    """Store ``value`` as the most recently used, dropping the least recently used
+    beyond :data:`_STATE_CACHE_SIZE`; the caller holds the cache's lock."""
+    cache[key] = value
     cache.move_to_end(key)
     while len(cache) > _STATE_CACHE_SIZE:
         cache.popitem(last=False)
