@@ -126,29 +126,36 @@ def _run_block(run: dict[str, Any], name: str) -> list[str]:
     return lines
 
 
-def render(runs: list[tuple[str, dict[str, Any]]], profile: Path | None) -> str:
+def render(runs: list[tuple[str, dict[str, Any]]], profiles: list[Path]) -> str:
     lines: list[str] = []
     for name, run in runs:
         lines += _run_block(run, name)
-    if profile is not None:
-        total, shares = profile_shares(profile)
+    if profiles:
+        found = [(path.stem, *profile_shares(path)) for path in profiles]
+        labels = list(dict.fromkeys(k for _, _, shares in found for k, _ in shares))
         lines += [
-            f"Where coordinator 0's CPU went (`py-spy record --gil`, {total:,} samples of the "
-            "thread holding the GIL, over the first run's rounds; `bench/load/results.py` "
-            "classifies each sample by its innermost frame of the coordinator's code):",
+            "Where coordinator 0's CPU went (`py-spy record --gil --nonblocking -r 20`: samples "
+            "of the thread holding the GIL during the rounds; `bench/load/results.py` classifies "
+            "each by its innermost frame of the coordinator's code):",
             "",
-            "| where | share of samples |",
-            "|---|---:|",
-            *(f"| {k} | {100 * v:.1f} % |" for k, v in shares),
-            "",
+            "| where | "
+            + " | ".join(f"{name} ({total:,} samples)" for name, total, _ in found)
+            + " |",
+            "|---|" + "---:|" * len(found),
         ]
+        for label in labels:
+            cells = [f"{100 * dict(shares).get(label, 0.0):.1f} %" for _, _, shares in found]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load.results", description=__doc__)
     parser.add_argument("runs", nargs="+", type=Path, help="--json files of bench.load")
-    parser.add_argument("--profile", type=Path, help="py-spy record --gil -f raw output")
+    parser.add_argument(
+        "--profile", type=Path, action="append", default=[], help="py-spy -f raw (repeat)"
+    )
     parser.add_argument("--out", type=Path, help="markdown file to update between markers")
     args = parser.parse_args(argv)
     runs = [(p.stem, json.loads(p.read_text())) for p in args.runs]
