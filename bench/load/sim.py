@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import random
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -37,7 +38,12 @@ from secfpp.crypto.transport import (
     public_key_bytes,
 )
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
-from secfpp.participant.client import ReceivedEnvelope, ReceivedInbox
+from secfpp.participant.client import (
+    RETRY_STATUSES,
+    ReceivedEnvelope,
+    ReceivedInbox,
+    retry_after_seconds,
+)
 from secfpp.participant.engine import poll_interval
 from secfpp.participant.protocol import (
     aggregation_payload,
@@ -108,7 +114,10 @@ class LoadMember:
 
         A transport error (typically a keep-alive connection the server closed just as
         it was reused) is recorded with status 0 and the request sent again, as the
-        daemon's client does; every participant request is idempotent.
+        daemon's client does; every participant request is idempotent. An answer the
+        daemon retries (429, 502, 503, 504: ``participant.client.RETRY_STATUSES``) is
+        recorded and the request sent again after its ``Retry-After`` (1 s without one)
+        plus up to 10 % jitter, as the daemon does.
         """
         all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         while True:
@@ -123,7 +132,10 @@ class LoadMember:
                 continue
             elapsed = time.perf_counter() - start
             self.samples.append(Sample(endpoint, response.status_code, elapsed))
-            return response
+            if response.status_code not in RETRY_STATUSES:
+                return response
+            wait = retry_after_seconds(response.headers.get("retry-after"))
+            await asyncio.sleep(min(wait or 1.0, 300.0) * random.uniform(1.0, 1.1))
 
     async def enroll(self, enrollment_token: str) -> None:
         document = {
@@ -155,12 +167,21 @@ class LoadMember:
             self.binary,
         )
 
-    def keep(self, number: int, sharing_task: dict[str, Any], body: bytes) -> None:
-        """Hold ``body`` (from :func:`prepare_body`) as the share upload of round ``number``."""
-        self.prepared[number] = {"expect": sharing_task["sharing"], "body": body}
+    def keep(
+        self, number: int, sharing_task: dict[str, Any], body: bytes, train_s: float = 0.0
+    ) -> None:
+        """Hold ``body`` (from :func:`prepare_body`) as the share upload of round ``number``,
+        sent ``train_s`` seconds after the member first sees its sharing task (its local
+        training time: the daemon trains, then uploads)."""
+        self.prepared[number] = {"expect": sharing_task["sharing"], "body": body, "train": train_s}
 
-    async def run_round(self, number: int, poll_s: float, jitter: Callable[[], float]) -> str:
-        """Poll and act until round ``number`` ends; returns its final stage."""
+    async def run_round(
+        self, number: int, poll_s: float, jitter: Callable[[], float], first_poll_s: float = 0.0
+    ) -> str:
+        """Poll and act until round ``number`` ends (the first poll after ``first_poll_s``
+        seconds: where the round's start falls in a waiting daemon's poll interval);
+        returns its final stage."""
+        await asyncio.sleep(first_poll_s)
         while True:
             r = await self.call("task", "GET", "/v1/participants/me/task")
             if r.status_code != 200:
@@ -188,6 +209,9 @@ class LoadMember:
         prepared = self.prepared.get(number)
         if prepared is None or prepared["expect"] != task["sharing"]:
             raise RuntimeError(f"round {number}: the sharing task is not the prepared one")
+        if prepared["train"] > 0:  # training, once: a resent upload does not train again
+            await asyncio.sleep(prepared["train"])
+            prepared["train"] = 0.0
         path = f"/v1/participants/me/rounds/{number}/shares"
         headers = OCTETS if self.binary else JSON
         sent = time.time()

@@ -38,6 +38,7 @@ A route that takes no body (every ``GET``, ``POST .../rounds`` ...) never reads 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
@@ -197,8 +198,9 @@ class BodyBudget:
         except BaseException as err:
             if entry[1].done() and not entry[1].cancelled():
                 self.release(n)  # granted just as the wait ended
-            else:
-                self._waiting.remove(entry)
+            else:  # not granted; a release since the cancel may have passed it over
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(entry)
                 self._grant()
             if isinstance(err, TimeoutError):
                 raise ProblemError(
@@ -214,8 +216,18 @@ class BodyBudget:
         self._grant()
 
     def _grant(self) -> None:
-        while self._waiting and self.used + self._waiting[0][0] <= self.total:
-            n, future = self._waiting.popleft()
+        """Room to the waiters in order. A waiter whose future is already done was
+        cancelled (its timeout or a disconnect cancels the future at once, its clean-up
+        in :meth:`acquire` runs later): it is passed over, never granted, so no bytes are
+        counted for a request that will not release them."""
+        while self._waiting:
+            n, future = self._waiting[0]
+            if future.done():
+                self._waiting.popleft()
+                continue
+            if self.used + n > self.total:
+                return
+            self._waiting.popleft()
             self.used += n
             future.set_result(None)
 

@@ -501,7 +501,7 @@ class RoundDriver:
             return None
         if stage is Stage.SHARING:
             expected = state.active()
-            received = store.sharers(session, rnd.id)
+            received = store.sharers(session, rnd.id, recipient=state.share_recipients()[0])
         else:
             expected = state.computers()
             received = _result_senders(session, rnd.id, stage)

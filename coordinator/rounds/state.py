@@ -145,6 +145,11 @@ class RoundState(BaseModel):
             return {i: i for i in self.participants}
         return {m: k for k, m in enumerate(self.committee)}
 
+    def share_recipients(self) -> list[int]:
+        """Whom every share upload of the round addresses: the committee, or every
+        participant without one."""
+        return self.participants if self.committee is None else self.committee
+
     def computers(self) -> list[int]:
         """Who is expected to upload coded results: still-present committee members (every
         still-present participant without a committee)."""

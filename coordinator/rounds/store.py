@@ -157,13 +157,21 @@ def append_event(
     )
 
 
-def sharers(session: Session, round_id: str) -> set[int]:
-    """Participants whose share upload was accepted (uploads are all-or-nothing)."""
-    return set(
-        session.scalars(
-            select(ShareEnvelope.sender).where(ShareEnvelope.round_id == round_id).distinct()
-        )
-    )
+def sharers(session: Session, round_id: str, recipient: int | None = None) -> set[int]:
+    """Participants whose share upload was accepted.
+
+    Uploads are all-or-nothing and each holds an envelope for every recipient of the
+    round (:func:`~coordinator.rounds.uploads.accept_shares` refuses one that misses a
+    recipient), so the senders of the envelopes addressed to any one ``recipient`` of
+    the round are all the sharers: given one, only its ``2 N`` rows are read (the inbox
+    index) instead of the round's ``2 N m`` (at N = 1,000 with a committee of 81, 2,000
+    rows instead of 162,000: about 1 ms of the server's time instead of 80 ms, on every
+    pass of the driver while shares arrive).
+    """
+    query = select(ShareEnvelope.sender).where(ShareEnvelope.round_id == round_id)
+    if recipient is not None:
+        query = query.where(ShareEnvelope.recipient == recipient)
+    return set(session.scalars(query.distinct()))
 
 
 def results_of(

@@ -105,7 +105,7 @@ def accept_shares(
     me = participant.lcc_index
     _check_member(state, me, Stage.SHARING)
     sizes = {s.kind: s.envelope_length for s in envelope_specs(config, state.clustering)}
-    recipients = set(state.participants if state.committee is None else state.committee)
+    recipients = set(state.share_recipients())
     given: dict[tuple[int, str], bytes] = {}
     for env in envelopes:
         if env.kind not in sizes:

@@ -6,9 +6,9 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import (
@@ -51,6 +51,8 @@ from secfpp.wire.messages import (
     Task,
 )
 from secfpp.wire.types import b64
+
+T = TypeVar("T")
 
 __all__ = [
     "CONTEXT_STAGES",
@@ -102,6 +104,11 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
     ]
 
 
+_prompts: OrderedDict[tuple[str, int, int], PromptOut] = OrderedDict()
+_rosters: dict[str, tuple[int, list[Peer]]] = {}
+_cache_lock = threading.Lock()
+
+
 def _prompt(
     session: Session,
     federation_id: str,
@@ -109,23 +116,33 @@ def _prompt(
     cluster: int | None,
     config: FederationConfig,
 ) -> PromptOut | None:
+    """A cluster's global prompt of ``generation``, base64 (``n_ctx * dim`` floats: about
+    1 MB at d = 100,000, in every sharing task). A stored prompt is never changed (one
+    row per federation, generation and cluster), so each process reads and encodes it
+    once: at N = 1,000 the sharing tasks of one round asked for the same prompts a
+    thousand times (4 % of the coordinator's CPU under load, before)."""
     if cluster is None:
         return None
-    row = session.scalars(
-        select(ClusterPrompt).where(
+    key = (federation_id, generation, cluster)
+    with _cache_lock:
+        cached = _recall(_prompts, key)
+    if cached is not None:
+        return cached
+    data = session.scalar(
+        select(ClusterPrompt.prompt).where(
             ClusterPrompt.federation_id == federation_id,
             ClusterPrompt.generation == generation,
             ClusterPrompt.cluster_id == cluster,
         )
-    ).first()
-    if row is None:
-        return None
-    return PromptOut(
-        cluster=cluster,
-        generation=generation,
-        shape=config.global_shape,
-        data=b64(row.prompt),
     )
+    if data is None:
+        return None
+    out = PromptOut(
+        cluster=cluster, generation=generation, shape=config.global_shape, data=b64(data)
+    )
+    with _cache_lock:
+        _remember(_prompts, key, out)
+    return out
 
 
 def _uploaded(session: Session, rnd: Round, stage: Stage, index: int) -> bool:
@@ -167,10 +184,9 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
     """
     key = (rnd.id, rnd.version)
     with _states_lock:
-        cached = _states.get(key)
-        if cached is not None:
-            _states.move_to_end(key)
-            return cached
+        cached = _recall(_states, key)
+    if cached is not None:
+        return cached
     text = session.scalar(
         select(cast(Round.state, Text)).where(Round.id == rnd.id, Round.version == rnd.version)
     )
@@ -178,9 +194,7 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
         return None
     content = (rnd.id, hashlib.blake2b(text.encode(), digest_size=32).digest())
     with _states_lock:
-        state = _by_content.get(content)
-        if state is not None:
-            _by_content.move_to_end(content)
+        state = _recall(_by_content, content)
     if state is None:
         state = RoundState.model_validate(json.loads(text))  # as the JSON column would
     with _states_lock:
@@ -189,16 +203,41 @@ def round_state(session: Session, rnd: Round) -> RoundState | None:
     return state
 
 
-def _remember(cache: OrderedDict[Any, RoundState], key: Any, state: RoundState) -> None:
-    cache[key] = state
+def _recall(cache: OrderedDict[Any, T], key: Any) -> T | None:
+    """``cache[key]`` (now the most recently used) or None; the caller holds its lock."""
+    value = cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+    return value
+
+
+def _remember(cache: OrderedDict[Any, T], key: Any, value: T) -> None:
+    """Store ``value`` as the most recently used, dropping the least recently used
+    beyond :data:`_STATE_CACHE_SIZE`; the caller holds the cache's lock."""
+    cache[key] = value
     cache.move_to_end(key)
     while len(cache) > _STATE_CACHE_SIZE:
         cache.popitem(last=False)
 
 
 def _peers(session: Session, federation_id: str) -> list[Peer]:
-    """Every enrolled participant's index, name and public key (plain columns)."""
-    return [
+    """Every enrolled participant's index, name and public key (plain columns).
+
+    Enrollment only adds participants and never changes one's name or key, so the list
+    is the same while the federation's count of participants is: each process builds
+    it once per count (one ``count`` query per call), not on every sharing and computing
+    task (at N = 1,000, 1,000 rows and base64 keys per task: 12 % of the coordinator's
+    CPU under load, before)."""
+    count = session.scalar(
+        select(func.count())
+        .select_from(Participant)
+        .where(Participant.federation_id == federation_id)
+    )
+    with _cache_lock:
+        cached = _rosters.get(federation_id)
+    if cached is not None and cached[0] == count:
+        return cached[1]
+    peers = [
         Peer(index=i, display_name=name, public_key=b64(key))
         for i, name, key in session.execute(
             select(Participant.lcc_index, Participant.display_name, Participant.public_key)
@@ -206,6 +245,11 @@ def _peers(session: Session, federation_id: str) -> list[Peer]:
             .order_by(Participant.lcc_index)
         )
     ]
+    with _cache_lock:
+        if len(_rosters) >= 4096:  # bound the memory of a long-lived process
+            _rosters.clear()
+        _rosters[federation_id] = (len(peers), peers)
+    return peers
 
 
 def federation_status(session: Session, federation_id: str) -> FederationStatus:
@@ -287,7 +331,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     update: dict[str, object] = {"uploaded": uploaded}
     if stage is Stage.SHARING:
         update["sharing"] = SharingTask(
-            recipients=state.participants if state.committee is None else state.committee,
+            recipients=state.share_recipients(),
             envelopes=envelope_specs(config, state.clustering),
         )
         update["action"] = "wait" if uploaded else "share"
@@ -449,7 +493,8 @@ def outcome(
 
 def round_status(session: Session, rnd: Round, config: FederationConfig) -> RoundStatus:
     state = RoundState.model_validate(rnd.state)
-    uploads: dict[str, list[int]] = {Stage.SHARING.value: sorted(store.sharers(session, rnd.id))}
+    sharers = store.sharers(session, rnd.id, recipient=state.share_recipients()[0])
+    uploads: dict[str, list[int]] = {Stage.SHARING.value: sorted(sharers)}
     for stage in (Stage.DISTANCES, Stage.AGGREGATION):
         uploads[stage.value] = sorted(store.results_of(session, rnd.id, stage))
     step = state.step_obj()

@@ -118,3 +118,55 @@ def test_the_default_pool_keeps_connections_within_the_budget(
     assert (pool, overflow) == expected
     assert pool + overflow == threads  # every thread can hold a connection
     assert workers * pool <= POOL_BUDGET  # kept connections of all processes
+
+
+def test_training_times_are_log_normal_around_their_median() -> None:
+    import math
+    import random
+
+    from bench.load.run import training_times
+
+    times = training_times(4001, 25.0, 0.5, random.Random(0))
+    logs = sorted(math.log(t) for t in times)
+    assert math.exp(logs[2000]) == pytest.approx(25.0, rel=0.05)  # the median
+    sd = (sum((x - math.log(25.0)) ** 2 for x in logs) / len(logs)) ** 0.5
+    assert sd == pytest.approx(0.5, rel=0.05)
+    assert training_times(3, 25.0, 0.0, random.Random(0)) == [25.0] * 3
+    assert training_times(3, 0.0, 0.5, random.Random(0)) == [0.0] * 3  # no training: a burst
+    again = training_times(5, 25.0, 0.5, random.Random(7))
+    assert again == training_times(5, 25.0, 0.5, random.Random(7))  # seeded
+
+
+@pytest.mark.parametrize(
+    ("participants", "poll", "rate", "expected"),
+    [(1000, 5.0, 100.0, 10.0), (64, 1.0, 100.0, 1.0), (100_000, 1.0, 100.0, 60.0)],
+)
+def test_a_waiting_daemon_polls_at_the_coordinators_hint_or_its_own_pace(
+    participants: int, poll: float, rate: float, expected: float
+) -> None:
+    import argparse
+
+    from bench.load.run import poll_interval_s
+
+    args = argparse.Namespace(participants=participants, poll=poll, poll_rate=rate)
+    assert poll_interval_s(args) == expected
+
+
+def test_the_profile_is_classified_by_the_innermost_coordinator_frame(tmp_path) -> None:
+    from bench.load.results import profile_shares
+
+    raw = tmp_path / "spy.txt"
+    raw.write_text(
+        "run (uvicorn/protocols/http/h11_impl.py:1);upload_shares (x);"
+        "accept_shares (secfpp/coordinator/rounds/uploads.py:9);"
+        "insert_envelopes (secfpp/coordinator/rounds/store_envelopes.py:5) 3\n"
+        "run (uvicorn/protocols/http/h11_impl.py:1) 1\n"
+        "main (elsewhere.py:1) 4\n"
+    )
+    total, shares = profile_shares(raw)
+    assert total == 8
+    assert dict(shares) == {
+        "share upload: COPY of the envelopes": 3 / 8,
+        "HTTP server (uvicorn, h11/httptools)": 1 / 8,
+        "other (event loop, threads, logging)": 4 / 8,
+    }

@@ -306,3 +306,29 @@ def test_the_budget_is_first_come_first_served_and_times_out() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["big", "small"]
+
+
+def test_a_waiter_cancelled_just_before_room_is_released_holds_nothing() -> None:
+    """Its timeout (or a disconnect) cancels the waiter's future at once, but its own
+    clean-up runs later: a release in between must pass it over, not grant it (that
+    raised InvalidStateError in the releasing request and leaked the bytes forever, so
+    that a 1,000-participant upload burst ended with every upload answered 503), and
+    the waiter's clean-up must then find nothing to remove (it raised ValueError: 500)."""
+
+    async def scenario() -> None:
+        budget = BodyBudget(100)
+        held = await budget.acquire(100)
+        waiter = asyncio.create_task(budget.acquire(60, timeout_s=5))
+        behind = asyncio.create_task(budget.acquire(40, timeout_s=5))
+        await asyncio.sleep(0)  # both wait for room
+        waiter.cancel()  # its future is cancelled now; its except block runs later
+        budget.release(held)
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert await behind == 40  # the one behind it got room
+        assert budget.used == 40
+        budget.release(40)
+        assert budget.used == 0
+        assert await budget.acquire(100) == 100  # nothing leaked
+
+    asyncio.run(scenario())
