@@ -352,6 +352,8 @@ def render(result: dict[str, Any]) -> str:
             rounds = " ".join("-" if r is None else str(r) for r in row["parted_rounds"])
             flips = str(row["changes_after"])
         met = {True: "yes", False: "**no**", None: "not run"}[judged["met"]]
+        if judged["met"] is not None and row["seeds"] < 10:
+            met += f" ({row['seeds']} seeds, not the 10 the target counts)"
         if row["kind"] != "single" and not judged["flip_flops_met"]:
             met += " (**flip-flops**)"
         lines.append(
