@@ -28,9 +28,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,7 +40,10 @@ from secfpp.crypto.dp.distance import DistanceNoise
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import Distances, centres_from_points, plaintext_distances
 
-__all__ = ["main", "replay"]
+if TYPE_CHECKING:
+    from demo.partition import DomainLoader
+
+__all__ = ["case_signals", "federation_config", "main", "replay"]
 
 SETTINGS = ("single", "two-domain", "unequal", "three-domain")  # the default settings
 
@@ -53,9 +56,12 @@ def replay(
     rounds: int,
     noise: DistanceNoise | None = None,
     seed: int = 0,
+    salt: str = "replay",
 ) -> list[list[tuple[int, ...]]]:
     """The clusters after each of ``rounds`` clustering steps on the rows of ``x`` (one
-    participant each), from one cluster; probes are drawn with a public per-round salt.
+    participant each), from one cluster; probes (and the split rule's null draws) are drawn
+    with the public per-round salt ``f"{salt}|{round}"`` (a beacon of its own per seed: pass
+    a ``salt`` that names the seed).
 
     With ``noise`` (distance-stage DP, :mod:`crypto.dp.distance`) the step sees what the
     coordinator decodes then: ``D`` plus every participant's discrete Gaussian share
@@ -71,7 +77,7 @@ def replay(
             range(n),
             min_aggregation_size=config.min_aggregation_size,
             min_reference_size=config.min_reference_size,
-            salt=f"replay|{number}",
+            salt=f"{salt}|{number}",
         )
         if refs is None:
             raise ValueError(f"{n} participants are too few for reference sets")
@@ -79,7 +85,7 @@ def replay(
         if noise is not None:
             point = np.maximum(distances.point + noise.point_noise(refs, rng=rng), 0.0)
             distances = Distances(refs, point, centres_from_points(refs, point))
-        membership = secpc_step(distances, membership, config, salt=f"replay|{number}").membership
+        membership = secpc_step(distances, membership, config, salt=f"{salt}|{number}").membership
         history.append(sorted(tuple(sorted(m)) for _, m in membership.clusters))
     return history
 
@@ -138,28 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.rounds, args.alphas, args.sizes, args.images = 2, 3, [0.5], [10], 60
-    from bench.accuracy.run import _participants
-    from demo.partition import resolve_setting, setting_partition
-    from secfpp.coordinator.federations.config import ClusteringPolicy
+    from demo.partition import resolve_setting
     from secfpp.participant.backbones import register_offline_models, tiny_offline_checkpoint_path
-    from secfpp.participant.learning import configure_threads, data_signal, load_backbone
+    from secfpp.participant.learning import configure_threads, load_backbone
 
     try:
         specs = {setting: resolve_setting(setting) for setting in args.settings}
     except ValueError as exc:
         raise SystemExit(f"--settings: {exc}") from None
-    chosen = {
-        k: v
-        for k, v in (("false_split_rate", args.false_split_rate), ("null_draws", args.null_draws))
-        if v is not None
-    }
-    policy = ClusteringPolicy.model_validate(chosen)
-    config = ClusteringConfig(
-        false_split_rate=policy.false_split_rate,
-        null_draws=policy.null_draws,
-        min_aggregation_size=3,
-        min_reference_size=3,
-    )
+    config = federation_config(args.false_split_rate, args.null_draws)
     configure_threads(1)
     register_offline_models()
     backbone = load_backbone("tiny-offline", tiny_offline_checkpoint_path(), device="auto")
@@ -176,24 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     for setting in args.settings:
         for alpha in args.alphas:
             for size in args.sizes:
-                signals = []
-                for seed in range(args.seeds):
-                    key = f"{setting}|{alpha}|{size}|{seed}|{args.images}"
-                    if key not in cache:
-                        built = setting_partition(
-                            setting,
-                            size,
-                            alpha=alpha,
-                            seed=seed,
-                            images_per_participant=args.images,
-                        )
-                        data = _participants(
-                            built.parts, backbone, per_participant=args.images, seed=seed
-                        )
-                        x = np.stack([data_signal(d.train.features, 128, seed) for d in data])
-                        cache[key] = x
-                        cache[f"{key}|domains"] = np.array([d.group for d in data])
-                    signals.append((cache[key], [str(d) for d in cache[f"{key}|domains"]]))
+                signals = case_signals(
+                    setting,
+                    alpha,
+                    size,
+                    range(args.seeds),
+                    images=args.images,
+                    backbone=backbone,
+                    cache=cache,
+                )
                 for z in args.distance_noise:
                     noise = _noise(size, z)
                     cases = [
@@ -214,6 +198,66 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1))
     print(f"written: {args.out}")
     return 0
+
+
+def federation_config(
+    false_split_rate: float | None = None, null_draws: int | None = None
+) -> ClusteringConfig:
+    """The clustering step's factors in a federation created with the defaults (and these two
+    split-rule settings when given): ``min_aggregation_size`` and ``min_reference_size`` 3."""
+    from secfpp.coordinator.federations.config import ClusteringPolicy
+
+    chosen = {
+        k: v
+        for k, v in (("false_split_rate", false_split_rate), ("null_draws", null_draws))
+        if v is not None
+    }
+    policy = ClusteringPolicy.model_validate(chosen)
+    return ClusteringConfig(
+        false_split_rate=policy.false_split_rate,
+        null_draws=policy.null_draws,
+        min_aggregation_size=3,
+        min_reference_size=3,
+    )
+
+
+def case_signals(
+    setting: str,
+    alpha: float,
+    size: int,
+    seeds: Iterable[int],
+    *,
+    images: int,
+    backbone: Any,
+    cache: dict[str, NDArray[Any]],
+    load: DomainLoader | None = None,
+) -> list[tuple[NDArray[np.float64], list[str]]]:
+    """Per seed, the data signals ``x`` (one row per participant) of ``setting`` with ``size``
+    participants at Dirichlet ``alpha`` and ``images`` images each, and every participant's
+    true domain; computed once and kept in ``cache`` (keys ``setting|alpha|size|seed|images``
+    and the same with ``|domains``, what ``--signals`` stores). ``load``: the domain loader
+    of :func:`demo.partition.setting_partition` (default: render or read it each time)."""
+    from bench.accuracy.run import _participants
+    from demo.partition import load_train_domain, setting_partition
+    from secfpp.participant.learning import data_signal
+
+    out = []
+    for seed in seeds:
+        key = f"{setting}|{alpha}|{size}|{seed}|{images}"
+        if key not in cache:
+            built = setting_partition(
+                setting,
+                size,
+                alpha=alpha,
+                seed=seed,
+                images_per_participant=images,
+                load=load or load_train_domain,
+            )
+            data = _participants(built.parts, backbone, per_participant=images, seed=seed)
+            cache[key] = np.stack([data_signal(d.train.features, 128, seed) for d in data])
+            cache[f"{key}|domains"] = np.array([d.group for d in data])
+        out.append((cache[key], [str(d) for d in cache[f"{key}|domains"]]))
+    return out
 
 
 def _noise(size: int, z: float) -> DistanceNoise | None:
