@@ -40,9 +40,9 @@ class Settings(BaseSettings):
     )
     tls_certfile: Path | None = Field(default=None, description="PEM server certificate chain.")
     tls_keyfile: Path | None = Field(default=None, description="PEM private key of the server.")
-    shutdown_grace_s: float = Field(
-        default=10.0,
-        gt=0,
+    shutdown_grace_s: int = Field(
+        default=10,
+        ge=1,
         description="On SIGTERM, how long the server waits for open connections (an idle "
         "keep-alive TLS client holds it) before it closes them and runs its shutdown.",
     )

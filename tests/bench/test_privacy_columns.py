@@ -140,9 +140,7 @@ def test_render_accuracy_main_reads_the_privacy_json(tmp_path: Path) -> None:
     priv.write_text(json.dumps(_privacy()))
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{START}\n{END}\nrest\n")
-    assert (
-        render_main(["--json", str(acc), "--privacy-json", str(priv), "--doc", str(readme)]) == 0
-    )
+    assert render_main(["--json", str(acc), "--privacy-json", str(priv), "--doc", str(readme)]) == 0
     text = readme.read_text()
     assert "| two-domain | local only | none | 0.850 | 0.512 ± 0.021 | 0.013 |" in text
     assert text.endswith(f"{END}\nrest\n")
@@ -150,9 +148,7 @@ def test_render_accuracy_main_reads_the_privacy_json(tmp_path: Path) -> None:
     old = dict(_privacy())
     del old["results"]
     priv.write_text(json.dumps(old))
-    assert (
-        render_main(["--json", str(acc), "--privacy-json", str(priv), "--doc", str(readme)]) == 0
-    )
+    assert render_main(["--json", str(acc), "--privacy-json", str(priv), "--doc", str(readme)]) == 0
     assert "MIA AUC (LiRA)" not in readme.read_text()
     assert render(_accuracy()) == render(_accuracy(), None)
     with pytest.raises(
