@@ -24,6 +24,7 @@ from secfpp.crypto.committee import (
     CommitteeMismatchError,
     committee_size,
     committee_threshold,
+    draw_committee,
     round_committee,
 )
 from secfpp.crypto.params import CryptoParams
@@ -88,11 +89,24 @@ def test_an_honest_announcement_passes_the_check(federation: Any, kit: Any) -> N
     assert list(members) == task["committee"]["members"]
 
 
-def _tampered(task: dict[str, Any], how: str) -> dict[str, Any]:
+def _other_beacon(federation_id: str, task: dict[str, Any]) -> str:
+    """A beacon whose public draw is not the announced committee. A fixed beacon would draw
+    the same 7 of 12 by chance once in C(12, 7) = 792 federations (ids are random), and the
+    daemon would then refuse the beacon's combination first, not the draw."""
+    c = task["committee"]
+    for k in range(256):
+        beacon = bytes([k]) * 32
+        drawn = draw_committee(federation_id, task["round"], c["roster"], beacon, c["size"])
+        if list(drawn) != sorted(c["members"]):
+            return beacon.hex()
+    raise AssertionError("every candidate beacon draws the announced committee")
+
+
+def _tampered(federation_id: str, task: dict[str, Any], how: str) -> dict[str, Any]:
     out = copy.deepcopy(task)
     c = out["committee"]
     if how == "beacon":
-        c["beacon"] = bytes(32).hex()
+        c["beacon"] = _other_beacon(federation_id, task)
     elif how == "short_beacon":
         c["beacon"] = c["beacon"][:30]
     elif how == "size":
@@ -146,7 +160,7 @@ def test_every_wrong_announcement_is_refused(
     task = f.task(index)
     with pytest.raises(CommitteeMismatchError, match=message) as info:
         check_task(
-            Task.model_validate(_tampered(task, how)),
+            Task.model_validate(_tampered(f.id, task, how)),
             params=f.engines[index].params,
             federation_id=f.id,
             index=index,
