@@ -53,6 +53,12 @@ from secfpp.participant.protocol import (
     peer_keys,
     share_body,
 )
+from secfpp.participant.rerandomize import (
+    ZERO_CONTEXT_STAGE,
+    ZERO_KIND,
+    rerandomizes,
+    zero_sharing_length,
+)
 from secfpp.wire.messages import Inbox, Task
 from tests.support.trainers import FixedTrainer, group_of
 
@@ -343,5 +349,18 @@ def compute_result(
         private_key=load_private_key(private_key),
         peers=peer_keys(the_task),
     )
+    if stage == "distances" and rerandomizes(config):  # as the daemon: every present zero
+        zeros = open_inbox(
+            received,
+            kind=ZERO_KIND,
+            context_stage=ZERO_CONTEXT_STAGE,
+            prime=spec.prime,
+            share_length=zero_sharing_length(params),
+            federation_id=federation_id,
+            index=index,
+            private_key=load_private_key(private_key),
+            peers=peer_keys(the_task),
+        )
+        return distance_payload(the_task, opened, params, zeros)
     build = distance_payload if stage == "distances" else aggregation_payload
     return build(the_task, opened, params)

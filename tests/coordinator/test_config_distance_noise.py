@@ -18,8 +18,10 @@ def _create(**kw: Any) -> FederationCreate:
 
 
 def test_noise_implies_rerandomizing_and_fits_the_field() -> None:
-    plain = _create().resolve()
-    noisy = _create(dp={"distance_noise_multiplier": 1.0}).resolve()
+    plain = _create(tolerance={"rerandomize_distances": False}).resolve()
+    noisy = _create(
+        dp={"distance_noise_multiplier": 1.0}, tolerance={"rerandomize_distances": False}
+    ).resolve()
     assert plain.crypto.rerandomize_distances is False
     assert noisy.crypto.rerandomize_distances is True
     assert noisy.crypto.clustering_field.bits < plain.crypto.clustering_field.bits

@@ -45,8 +45,14 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
     assert set(added) == {tuple(range(N))}
 
 
+def test_default_federation_rerandomizes(http: TestClient, tmp_path: Path) -> None:
+    fid, _ = make_engines(http, tmp_path)  # all-to-all, N = 8: the automatic default is on
+    config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
+    assert config["crypto"]["rerandomize_distances"] is True
+
+
 def test_without_the_switch_no_zero_envelopes_are_asked(http: TestClient, tmp_path: Path) -> None:
-    fid, engines = make_engines(http, tmp_path)
+    fid, engines = make_engines(http, tmp_path, rerandomize_distances=False)
     config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
     assert config["crypto"]["rerandomize_distances"] is False
     number = drive(http, fid, engines)

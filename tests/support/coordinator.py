@@ -28,6 +28,7 @@ from secfpp.crypto.refusal import (
     check_distance_request,
     distance_request_digest,
 )
+from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomized_distances
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import ReferenceSets, coded_distances
 from secfpp.crypto.transport import (
@@ -144,7 +145,11 @@ class SimParticipant:
         peers = {p["index"]: load_public_key(b64d(p["public_key"])) for p in task["peers"]}
         envelopes = []
         for spec in task["sharing"]["envelopes"]:
-            if spec["kind"] == "prompt":
+            if spec["kind"] == "zero":  # re-randomizing contribution (crypto/rerandomize.py)
+                length = output_bound(params.n_participants, params.max_clusters)
+                assert spec["vector_length"] == length
+                shares = ZeroSharing(params.clustering_lcc()).contribute(length, self.rng)
+            elif spec["kind"] == "prompt":
                 f = params.clustering_field
                 vector = quantize(self.x_of(self.index), f.field, bits=f.bits, clip=f.clip)
                 shares = params.clustering_lcc().share(vector, self.rng)
@@ -190,13 +195,13 @@ class SimParticipant:
         task = self.task()
         peers = {p["index"]: load_public_key(b64d(p["public_key"])) for p in task["peers"]}
         c = self.config.crypto
-        prime = c.clustering_field.prime if kind == "prompt" else c.aggregation_field.prime
-        length = (
-            self.config.prompt_share_length()
-            if kind == "prompt"
-            else self.config.update_share_length()
-        )
-        stage = "sharing-prompt" if kind == "prompt" else "sharing-update"
+        prime = c.aggregation_field.prime if kind == "update" else c.clustering_field.prime
+        length = {
+            "prompt": self.config.prompt_share_length(),
+            "update": self.config.update_share_length(),
+            "zero": output_bound(self.config.n_participants, c.max_clusters),
+        }[kind]
+        stage = f"sharing-{kind}"
         out = {}
         for env in r.json()["envelopes"]:
             if env["kind"] != kind:
@@ -239,7 +244,12 @@ class SimParticipant:
             self.federation_id, number, refs
         )
         field_ = params.clustering_field.field
-        payload = pack_field_vector(coded_distances(field_, shares, refs), prime=d["prime"])
+        if self.config.crypto.rerandomize_distances:  # every present participant's zeros
+            zeros = self.open_inbox(number, "zero")
+            values = rerandomized_distances(field_, shares, zeros, refs)
+        else:
+            values = coded_distances(field_, shares, refs)
+        payload = pack_field_vector(values, prime=d["prime"])
         self.sent[(number, "distances")] = payload
         return payload
 

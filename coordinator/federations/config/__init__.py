@@ -27,6 +27,7 @@ from secfpp.coordinator.federations.config.crypto import (
     CryptoConfig,
     FieldSpecModel,
     Tolerance,
+    rerandomize_by_default,
 )
 from secfpp.coordinator.federations.config.dp import (
     LDP_DEFAULT_CLIP_NORM,
@@ -229,8 +230,11 @@ class FederationCreate(_Policy):
                 params = with_distance_noise_headroom(
                     params, noise_multiplier=dz, l2_clip=dp.distance_l2_clip
                 )
+            rerandomize = tol.rerandomize_distances
+            if rerandomize is None:  # automatic: on where its traffic is affordable
+                rerandomize = rerandomize_by_default(params)
             crypto = CryptoConfig.from_params(params).model_copy(
-                update={"rerandomize_distances": tol.rerandomize_distances or dz is not None}
+                update={"rerandomize_distances": rerandomize or dz is not None}
             )
         if self.strategy == "dpfpl":
             dp = dp.with_ldp_defaults(max_rank=min(prompt.n_ctx, prompt.dim))

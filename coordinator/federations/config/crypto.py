@@ -8,6 +8,8 @@ from pydantic import Field
 from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config.base import _Frozen
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
+from secfpp.crypto.rerandomize import output_bound
+from secfpp.crypto.wire import element_width
 
 
 class CodeSpecModel(_Frozen):
@@ -32,6 +34,33 @@ _RERANDOMIZE = (
     "distances, not the rest of the degree-2 polynomial. Costs sharing traffic: about +0.12 GB "
     "per round at N = 100, +45 GB at N = 1,000."
 )
+
+AUTO_RERANDOMIZE_MAX_BYTES = 4 * 2**20
+"""The most a participant's sharing upload may grow for re-randomization to be on by default
+(a quarter of the coordinator's default ``max_body_bytes``): with the default
+``max_clusters`` = 8 that is every all-to-all federation up to N = 180, so every federation of
+the automatic sharing mode, which is all-to-all up to N = 128."""
+
+
+def zero_sharing_upload_bytes(params: CryptoParams) -> int:
+    """Bytes the zero-sharings add to one participant's sharing upload: one contribution of
+    :func:`~crypto.rerandomize.output_bound` clustering-field elements per recipient (the
+    committee's ``c`` members, or all ``N`` participants), without the envelopes' headers."""
+    committee = params.committee_size if params.has_committee else None
+    recipients = params.n_participants if committee is None else committee
+    width = element_width(params.clustering_field.prime)
+    return recipients * output_bound(params.n_participants, params.max_clusters) * width
+
+
+def rerandomize_by_default(params: CryptoParams) -> bool:
+    """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: with
+    all-to-all sharing when the zero-sharings add at most :data:`AUTO_RERANDOMIZE_MAX_BYTES`
+    per participant (0.01 MB at N = 8, 1.2 MB at N = 100, 2 MB at N = 128); never with a
+    committee, where they add ``N c`` values per output (+46 MB per participant, +45 GB per
+    round through the coordinator at N = 1,000, docs/protocol.md section 4)."""
+    if params.has_committee:
+        return False
+    return zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
 
 
 class CryptoConfig(_Frozen):
@@ -134,10 +163,13 @@ class Tolerance(_Frozen):
     min_aggregation_size: int = Field(default=3, ge=2, le=limits.MAX_PARTICIPANTS)
     min_reference_size: int = Field(default=3, ge=3, le=limits.MAX_PARTICIPANTS)
     max_clusters: int = Field(default=8, ge=1, le=limits.MAX_PARTICIPANTS)
-    rerandomize_distances: bool = Field(
-        default=False,
+    rerandomize_distances: bool | None = Field(
+        default=None,
         strict=True,
-        description=_RERANDOMIZE,
+        description=_RERANDOMIZE
+        + " Null (default): on with all-to-all sharing while it adds at most 4 MiB to a "
+        "participant's upload (at max_clusters = 8: every federation up to N = 128, which "
+        "shares all-to-all by default), off with a committee.",
     )
     committee_size: int | None = Field(
         default=None,

@@ -1,0 +1,67 @@
+"""``tolerance.rerandomize_distances`` = null: re-randomize where its traffic is affordable.
+
+The decoded distance polynomial shows more than its value unless participants re-randomize it
+(docs/protocol.md sections 4 and 9), so a federation created with the defaults must do so
+whenever the zero-sharings fit the traffic budget; with a committee they do not (+46 MB per
+participant at N = 1,000) and the default stays off.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from secfpp.coordinator.federations.config import FederationCreate
+from secfpp.coordinator.federations.config.crypto import (
+    AUTO_RERANDOMIZE_MAX_BYTES,
+    rerandomize_by_default,
+    zero_sharing_upload_bytes,
+)
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rerandomize import output_bound
+
+
+def _resolve(n: int, **tolerance: object) -> bool:
+    config = FederationCreate(name="f", n_participants=n, tolerance=tolerance).resolve()
+    return config.crypto.rerandomize_distances
+
+
+@pytest.mark.parametrize("n", [3, 8, 24, 100, 128])
+def test_default_federations_rerandomize(n: int) -> None:
+    assert _resolve(n) is True
+
+
+@pytest.mark.parametrize("n", [129, 1000])
+def test_committee_federations_do_not_by_default(n: int) -> None:
+    config = FederationCreate(name="f", n_participants=n).resolve()
+    assert config.crypto.committee_size is not None
+    assert config.crypto.rerandomize_distances is False
+
+
+def test_an_explicit_choice_wins_both_ways() -> None:
+    assert _resolve(8, rerandomize_distances=False) is False
+    assert _resolve(1000, rerandomize_distances=True) is True
+
+
+def test_too_many_outputs_turn_the_default_off() -> None:
+    # max_clusters = N = 100 all-to-all: 100 * (100 * 200 + 4950) elements of 8 bytes = 20 MB
+    assert _resolve(100, max_clusters=100) is False
+    assert _resolve(100, max_clusters=100, rerandomize_distances=True) is True
+
+
+def test_the_budget_is_the_upload_the_zero_sharings_add() -> None:
+    params = CryptoParams.for_federation(100)
+    assert zero_sharing_upload_bytes(params) == 100 * output_bound(100, params.max_clusters) * 8
+    assert rerandomize_by_default(params)
+    # the largest all-to-all N the 4 MiB budget admits at max_clusters = 8
+    largest = max(
+        n
+        for n in range(3, 400)
+        if zero_sharing_upload_bytes(CryptoParams.for_federation(n)) <= AUTO_RERANDOMIZE_MAX_BYTES
+    )
+    assert largest == 180
+
+
+def test_the_switch_is_a_strict_boolean_or_null() -> None:
+    with pytest.raises(ValidationError, match="rerandomize_distances"):
+        FederationCreate(name="f", n_participants=8, tolerance={"rerandomize_distances": 1})
