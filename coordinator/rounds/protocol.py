@@ -288,15 +288,31 @@ def distance_noise_of(config: FederationConfig, params: CryptoParams) -> Distanc
 def planned_releases(
     config: FederationConfig, federation_id: str, number: int, state: RoundState
 ) -> list[LedgerRecord]:
-    """The DP releases (GDP or distributed) round ``number`` would make if every member
-    contributed."""
+    """The DP releases round ``number`` would make if every member contributed: the cluster
+    sums' (GDP or distributed) and, in a clustering round with distance-stage noise, a
+    record that bounds the distance release
+    (:meth:`~crypto.dp.distance.DistanceNoise.planned_record`: its request is fixed only
+    after sharing, so the check uses the largest one the round's membership allows)."""
     dp = config.dp
+    releases: list[LedgerRecord] = []
+    if state.clustering:
+        noise = distance_noise_of(config, config.crypto_params())
+        if noise is not None:
+            membership = state.membership_obj()
+            releases.append(
+                noise.planned_record(
+                    federation_id=federation_id,
+                    round=number,
+                    participants=state.participants,
+                    clusters=[members for _, members in membership.clusters],
+                )
+            )
     if dp.mechanism == "none" or dp.noise_multiplier is None:
-        return []
+        return releases
     sets = state.membership_obj().aggregation_sets(
         state.participants, min_aggregation_size=config.crypto.min_aggregation_size
     )
-    return [
+    return releases + [
         _release(config, federation_id, number, c, members, dp.noise_multiplier)
         for c, members in sets
     ]

@@ -98,6 +98,7 @@ __all__ = [
     "clip_reduced",
     "distance_noise_bits",
     "distance_sensitivity",
+    "distance_sensitivity_bound",
     "with_distance_noise_headroom",
 ]
 
@@ -116,16 +117,46 @@ def distance_sensitivity(refs: ReferenceSets, radius: float) -> float:
     Returns:
         ``max_a sqrt(sum of squared per-slot bounds)``, a float (an upper bound).
     """
+    return _sensitivity(refs.participants, refs.sets, radius)
+
+
+def distance_sensitivity_bound(
+    participants: Sequence[int], clusters: Sequence[Sequence[int]], radius: float
+) -> float:
+    """An upper bound on :func:`distance_sensitivity` of every request a round can make,
+    known at the round's start, before anybody shared.
+
+    A request asks for each cluster's present members and at most one probe per cluster, a
+    proper subset of it (:class:`~crypto.secpc.ReferenceSets`); every per-slot bound of the
+    module docstring grows with the set's size ``m`` and with the number ``n`` of present
+    participants. So counting every cluster twice, as a set and as its own probe, with every
+    one of ``participants`` present, bounds every request of the round.
+
+    Args:
+        participants: who may share this round.
+        clusters: the round's membership, member lists (those not in ``participants`` are
+            ignored).
+        radius: ``R``.
+    """
+    present = set(participants)
+    sets = [tuple(m for m in members if m in present) for members in clusters]
+    doubled = [members for members in sets if members for _ in range(2)]
+    return _sensitivity(sorted(present), doubled, radius)
+
+
+def _sensitivity(
+    participants: Sequence[int], sets: Sequence[Sequence[int]], radius: float
+) -> float:
     if not (math.isfinite(radius) and radius > 0):
         raise ParameterError("radius", f"must be a finite number > 0, not {radius}")
-    sets = refs.sets
-    n = len(refs.participants)
+    n = len(participants)
     r2 = radius * radius
     sizes = [len(m) for m in sets]
+    members_of = [set(m) for m in sets]
     worst = 0.0
-    for a in refs.participants:
+    for a in participants:
         total = 0.0
-        for members, m in zip(sets, sizes, strict=True):
+        for members, m in zip(members_of, sizes, strict=True):
             if a in members:
                 total += (3 * (m - 1) ** 2 * r2) ** 2 + (n - 1) * ((4 * m - 1) * r2) ** 2
             else:
@@ -300,6 +331,33 @@ class DistanceNoise:
             mechanism="distributed_discrete_gaussian",
             shares=self.min_contributors,
             dimension=refs.result_length,
+        )
+
+    def planned_record(
+        self,
+        *,
+        federation_id: str,
+        round: int,
+        participants: Sequence[int],
+        clusters: Sequence[Sequence[int]],
+    ) -> LedgerRecord:
+        """A record that bounds the round's distance release, for the budget check at the
+        round's start (the request is fixed only after sharing): the sensitivity of
+        :func:`distance_sensitivity_bound` and the dimension of ``n`` participants answering
+        every cluster and a probe of each, ``2 n C + C (C - 1) / 2``. Every request of the
+        round costs at most this record's epsilon; the ledger then records the exact one."""
+        nonempty = [m for m in clusters if set(m) & set(participants)]
+        c = len(nonempty)
+        return LedgerRecord(
+            federation_id=federation_id,
+            round=round,
+            kind="distance",
+            participants=tuple(sorted(participants)),
+            sigma=self.share_sigma,
+            sensitivity=distance_sensitivity_bound(participants, nonempty, self.radius),
+            mechanism="distributed_discrete_gaussian",
+            shares=self.min_contributors,
+            dimension=max(1, 2 * len(participants) * c + c * (c - 1) // 2),
         )
 
 

@@ -113,3 +113,32 @@ def test_share_body_refuses_a_task_that_strips_the_noise_carrier() -> None:
             rng=DeterministicRandom(0),
             distance_noise=noise,
         )
+
+
+def test_a_round_whose_distance_release_tops_the_budget_is_refused_at_start(
+    http: TestClient, tmp_path: Path
+) -> None:
+    """The budget check at a round's start includes the distance release (a bound of it:
+    the request is fixed only after sharing); before, round 1 ran and overspent."""
+    dp = {"distance_noise_multiplier": 0.001, "distance_l2_clip": 2.5, "epsilon_budget": 100.0}
+    fid, tokens = _federation(http, dp)
+    enroll_engines(http, tmp_path, tokens)
+    r = http.post(f"/v1/federations/{fid}/rounds", headers=ADMIN)
+    assert r.status_code == 409, r.text
+    assert r.json()["code"] == "privacy_budget_exceeded"
+    assert "above epsilon_budget=100" in r.json()["detail"]
+    assert not [x for x in _ledger(tmp_path / "coordinator.db") if x.kind == "distance"]
+
+
+def test_a_budget_the_distance_release_fits_lets_the_round_run(
+    http: TestClient, tmp_path: Path
+) -> None:
+    dp = {"distance_noise_multiplier": 64.0, "distance_l2_clip": 2.5, "epsilon_budget": 50.0}
+    fid, tokens = _federation(http, dp)
+    engines = enroll_engines(http, tmp_path, tokens)
+    number = drive(http, fid, engines)
+    status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
+    assert status["stage"] == "published", status["failure_reason"]
+    records = [x for x in _ledger(tmp_path / "coordinator.db") if x.kind == "distance"]
+    assert [x.round for x in records] == [1]
+    assert epsilon_spent(records, delta=1e-5, method="pld") <= 50.0
