@@ -73,6 +73,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup`` every ``xdist_group`` test must carry its group in its node
+    id (pytest-xdist appends ``@group``; pytest 9 ignores that, and the groups' tests, which
+    share one expensive fixture, were then split over the workers and made it twice)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"--dist loadgroup lost the xdist_group of {len(lost)} tests (e.g. {lost[0]}): "
+            "install the pytest and pytest-xdist of constraints.txt"
+        )
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test parametrized over the offline domains needs the package for ``domain="fashion"``."""
     callspec = getattr(item, "callspec", None)
