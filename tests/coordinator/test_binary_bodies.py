@@ -232,7 +232,8 @@ def test_binary_inbox_holds_the_json_inbox(harness: Any) -> None:
     assert records == [
         (e["sender"], e["kind"], base64.b64decode(e["ciphertext"])) for e in doc["envelopes"]
     ]
-    assert len(records) == 2 * len(harness.sims)  # prompt and update from every sender
+    # prompt, zero-sharing (re-randomization, on by default at N = 8) and update from every sender
+    assert len(records) == 3 * len(harness.sims)
     # problems stay JSON problem documents
     r = harness.client.get(
         f"/v1/participants/{harness.sims[0].participant_id}/rounds/1/inbox",

@@ -79,6 +79,7 @@ def test_no_share_is_stored_in_clear(harness: Any, db_url: str) -> None:
     primes = {
         "prompt": config.crypto.clustering_field.prime,
         "update": config.crypto.aggregation_field.prime,
+        "zero": config.crypto.clustering_field.prime,  # re-randomizing contributions
     }
     checked = 0
     for sim in harness.sims:
@@ -89,4 +90,5 @@ def test_no_share_is_stored_in_clear(harness: Any, db_url: str) -> None:
                     f"a {kind} share of participant {sim.index} is stored in clear"
                 )
                 checked += 1
-    assert checked == 8 * 8 * 2
+    assert config.crypto.rerandomize_distances  # the default at N = 8
+    assert checked == 8 * 8 * 3
