@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 
@@ -27,6 +28,7 @@ def _clustering(status: dict[str, Any]) -> dict[str, Any]:
     return next(e["detail"] for e in status["events"] if "split_ratios" in e["detail"])
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 def test_an_accuracy_losing_split_is_merged_back_and_frozen(
     client: TestClient, make_harness: Any
 ) -> None:

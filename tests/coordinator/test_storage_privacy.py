@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from sqlalchemy import select
 
 from secfpp.coordinator.db.engine import make_engine
@@ -71,6 +72,7 @@ def test_detector_finds_a_planted_share() -> None:
     assert not _contains_share(b"nothing here", share, prime)
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 def test_no_share_is_stored_in_clear(harness: Any, db_url: str) -> None:
     number = harness.run_round()
     assert harness.stage(number) == "published"

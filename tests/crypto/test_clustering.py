@@ -198,6 +198,7 @@ def _parted(sizes: tuple[int, int], gap: float, pair: float, trials: int = 30) -
     return parted
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(
     ("sizes", "gap", "pair"),
     [((5, 5), 2.5, 1.5), ((5, 5), 2.5, 3.0), ((5, 5), 1.5, 1.5), ((4, 4), 2.5, 1.5)],
@@ -233,6 +234,7 @@ def test_far_members_sets_aside_a_far_pair_but_not_a_small_group() -> None:
     assert not far_members(d, max_trim=2, trim_factor=3.0, group_size=3).any()
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 def test_false_split_rate_of_one_group_is_at_most_five_percent() -> None:
     """One isotropic group of 6, 8 and 10 in 128 dimensions, 3 rounds, 60 seeds each:
     at the default false-split rate (0.01 per tested round) at most 3 rounds x 1% = 3%

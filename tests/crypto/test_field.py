@@ -24,6 +24,7 @@ def field_and_arrays(draw: st.DrawFn) -> tuple[int, np.ndarray, np.ndarray]:
     return p, a, b
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 @given(field_and_arrays())
 def test_elementwise_matches_galois(case: tuple[int, np.ndarray, np.ndarray]) -> None:
     p, a, b = case

@@ -194,6 +194,7 @@ def test_the_participant_checks_the_beacon_against_its_commitment() -> None:
     assert load_answered(None) is None
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 @given(
     sizes=st.lists(st.integers(3, 9), min_size=1, max_size=3),
     gap=st.floats(0.0, 3.0),

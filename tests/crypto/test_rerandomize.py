@@ -109,6 +109,7 @@ def _residue_fraction(samples: np.ndarray) -> float:
     return float(np.isin(samples[:, 1:, :], list(squares)).mean())
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 def test_decoded_polynomial_is_uniform_off_the_data_point() -> None:
     samples, expected = _oracle_samples(rerandomized=True)
     # The value at the data point is the true distance, every run.

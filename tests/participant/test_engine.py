@@ -143,6 +143,7 @@ def drive(http: TestClient, fid: str, engines: list[Engine], skip: set[int] = fr
     return number
 
 
+@pytest.mark.slow  # over 7 s: left out of the inner loop (bash dev.sh quick)
 def test_engines_complete_rounds_and_find_the_groups(http: TestClient, tmp_path: Path) -> None:
     fid, engines = make_engines(http, tmp_path)
     keys = []
