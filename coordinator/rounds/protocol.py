@@ -294,11 +294,11 @@ def planned_releases(
     (:meth:`~crypto.dp.distance.DistanceNoise.planned_record`: its request is fixed only
     after sharing, so the check uses the largest one the round's membership allows)."""
     dp = config.dp
+    membership = state.membership_obj()
     releases: list[LedgerRecord] = []
     if state.clustering:
         noise = distance_noise_of(config, config.crypto_params())
         if noise is not None:
-            membership = state.membership_obj()
             releases.append(
                 noise.planned_record(
                     federation_id=federation_id,
@@ -309,7 +309,7 @@ def planned_releases(
             )
     if dp.mechanism == "none" or dp.noise_multiplier is None:
         return releases
-    sets = state.membership_obj().aggregation_sets(
+    sets = membership.aggregation_sets(
         state.participants, min_aggregation_size=config.crypto.min_aggregation_size
     )
     return releases + [

@@ -346,13 +346,14 @@ class DistanceNoise:
         :func:`distance_sensitivity_bound` and the dimension of ``n`` participants answering
         every cluster and a probe of each, ``2 n C + C (C - 1) / 2``. Every request of the
         round costs at most this record's epsilon; the ledger then records the exact one."""
-        nonempty = [m for m in clusters if set(m) & set(participants)]
+        present = set(participants)
+        nonempty = [m for m in clusters if present.intersection(m)]
         c = len(nonempty)
         return LedgerRecord(
             federation_id=federation_id,
             round=round,
             kind="distance",
-            participants=tuple(sorted(participants)),
+            participants=tuple(sorted(present)),
             sigma=self.share_sigma,
             sensitivity=distance_sensitivity_bound(participants, nonempty, self.radius),
             mechanism="distributed_discrete_gaussian",

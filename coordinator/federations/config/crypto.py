@@ -46,10 +46,8 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
     """Bytes the zero-sharings add to one participant's sharing upload: one contribution of
     :func:`~crypto.rerandomize.output_bound` clustering-field elements per recipient (the
     committee's ``c`` members, or all ``N`` participants), without the envelopes' headers."""
-    committee = params.committee_size if params.has_committee else None
-    recipients = params.n_participants if committee is None else committee
     width = element_width(params.clustering_field.prime)
-    return recipients * output_bound(params.n_participants, params.max_clusters) * width
+    return params.code_points * output_bound(params.n_participants, params.max_clusters) * width
 
 
 def rerandomize_by_default(params: CryptoParams) -> bool:
