@@ -15,6 +15,10 @@ checks, for that stage of that round:
   centre of two gives ``4 D[a, {a, b}] = |x_a - x_b|^2``, one of one a prompt
   (docs/protocol.md, "Refusal rules"); which sets a request may name at all is
   :mod:`crypto.refset_rules`;
+* with distance-stage DP noise, the request names at least ``min_contributors`` present
+  participants (:func:`crypto.dp.distance.noisy_contributor_floor`: ``T`` + the smallest
+  reference set), so that the noise shares the ledger counts stay honest even when ``T``
+  colluding contributors subtract their own;
 * every member named delivered a share the participant could authenticate;
 * it has not already answered a *different* request for the same stage
   (:func:`request_digest` of the request is stored and compared).
@@ -81,12 +85,24 @@ def check_aggregation_request(
 
 
 def check_distance_request(
-    refs: ReferenceSets, *, have_shares_from: Collection[int], min_reference_size: int
+    refs: ReferenceSets,
+    *,
+    have_shares_from: Collection[int],
+    min_reference_size: int,
+    min_contributors: int = 0,
 ) -> None:
     """Refuse unless the distance request is safe to answer (module docstring);
     ``min_reference_size`` below :data:`~crypto.refset_rules.REFERENCE_FLOOR` is raised
-    to it."""
+    to it. ``min_contributors`` (0 without distance noise): the fewest present participants
+    (the contributors of the noise) a noisy request may name."""
     min_reference_size = effective_minimum(min_reference_size)
+    if len(refs.participants) < min_contributors:
+        raise RefusalError(
+            "too_few_contributors",
+            f"the noisy distance request names {len(refs.participants)} present participants, "
+            f"fewer than the {min_contributors} the federation's distance noise needs to stay "
+            "private against its colluders",
+        )
     _check_disjoint([m for _, m in refs.clusters])
     clusters = dict(refs.clusters)
     for c, members in refs.clusters:

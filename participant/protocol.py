@@ -28,7 +28,7 @@ from secfpp.crypto.committee import (
     check_announced_committee,
     committee_binding,
 )
-from secfpp.crypto.dp.distance import DistanceNoise, clip_reduced
+from secfpp.crypto.dp.distance import DistanceNoise, clip_reduced, noisy_contributor_floor
 from secfpp.crypto.dp.distributed import DistributedNoise
 from secfpp.crypto.errors import ShareAuthenticationError
 from secfpp.crypto.field import FieldArray
@@ -450,7 +450,10 @@ def distance_payload(
     d = stage_request(task, "distances", task.distances)
     have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
     check_distance_request(
-        refs, have_shares_from=have, min_reference_size=params.min_reference_size
+        refs,
+        have_shares_from=have,
+        min_reference_size=params.min_reference_size,
+        min_contributors=noisy_contributor_floor(params) if noisy else 0,
     )
     field = params.clustering_field.field
     if noisy and zeros is None:

@@ -29,7 +29,7 @@ from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_di
 from secfpp.crypto.aggregation import decode_cluster_mean
 from secfpp.crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
 from secfpp.crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
-from secfpp.crypto.dp.distance import DistanceNoise
+from secfpp.crypto.dp.distance import DistanceNoise, noisy_contributor_floor
 from secfpp.crypto.errors import DecodeError
 from secfpp.crypto.lcc import Decoded
 from secfpp.crypto.params import CryptoParams
@@ -119,14 +119,18 @@ def close_sharing(
     ``salt`` (:func:`coordinator.rounds.probes.probe_salt_of`: a hash of the round's
     committed beacon) draws every probe (:func:`initial_probe`); probes refined from last
     round's distances are not used, participants refuse them (``probe_not_drawn``). When no
-    cluster has ``effective_minimum(min_reference_size)`` (at least 3) present members
-    the round has no distance stage.
+    cluster has ``effective_minimum(min_reference_size)`` (at least 3) present members,
+    or when distance-stage DP noise is on and fewer than
+    :func:`~crypto.dp.distance.noisy_contributor_floor` (``T + m_min``) participants are
+    present (participants would refuse the request, ``too_few_contributors``), the round has
+    no distance stage.
     """
     state = state.with_dropped(dropped, Stage.SHARING)
     present = sorted(sharers - {int(i) for i in state.dropped})
     membership = state.membership_obj()
     min_size = config.crypto.min_aggregation_size
     sets = membership.aggregation_sets(present, min_aggregation_size=min_size)
+    noisy = config.dp.distance_noise_multiplier is not None
     refs = (
         membership.reference_sets(
             present,
@@ -135,6 +139,7 @@ def close_sharing(
             salt=salt,
         )
         if state.clustering
+        and not (noisy and len(present) < noisy_contributor_floor(config.crypto_params()))
         else None
     )
     state = state.model_copy(

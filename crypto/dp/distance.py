@@ -60,9 +60,16 @@ present members, :func:`crypto.refusal.check_distance_request`, so ``n >= m_min`
 ``dimension`` the result length, and ``rho`` from KLS 2021 Proposition 14
 (:func:`crypto.dp.accounting.discrete_gaussian_rho`). A dropout before sharing only
 removes a contributor together with its data; more contributors than ``n_min`` add noise
-(post-processing). ``T`` colluding contributors know their own noise and can subtract it, which
-leaves ``n_min - T`` honest shares (none for ``T >= 3``): covering them needs a larger
-``n_min`` enforced by a participant refusal, not built (docs/protocol.md section 9).
+(post-processing).
+
+**Colluders.** ``T`` contributors who collude with the coordinator know their own noise and
+can subtract it. Participants therefore refuse a noisy request that names fewer than
+``n_floor = T + m_min`` present participants (:func:`noisy_contributor_floor`,
+:func:`crypto.refusal.check_distance_request`, reason ``too_few_contributors``), and the
+coordinator runs no distance stage in a round with fewer present: every answered request
+keeps at least ``n_floor - T = m_min = n_min`` honest noise shares, the count the ledger
+records, whoever the colluders are. A federation of fewer than ``n_floor`` participants is
+refused at creation.
 
 **Field headroom.** A noisy decoded slot must not wrap: ``peak + NOISE_TAIL
 sqrt(N) sigma < (p-1)/2`` with ``peak`` the data bound of :class:`~crypto.params.
@@ -99,6 +106,7 @@ __all__ = [
     "distance_noise_bits",
     "distance_sensitivity",
     "distance_sensitivity_bound",
+    "noisy_contributor_floor",
     "with_distance_noise_headroom",
 ]
 
@@ -165,6 +173,16 @@ def _sensitivity(
     return math.sqrt(worst)
 
 
+def noisy_contributor_floor(params: CryptoParams) -> int:
+    """``T + m_min``: the fewest present participants a noisy distance request may name.
+
+    ``T`` = :attr:`CryptoParams.colluders`, ``m_min`` the smallest reference set (at least
+    3). With at most ``T`` colluding contributors, at least ``m_min`` honest noise shares
+    remain, the ``shares`` every distance ledger record assumes (module doc, "Colluders").
+    """
+    return params.colluders + effective_minimum(params.min_reference_size)
+
+
 def clip_reduced(reduced: NDArray[np.floating], l2_clip: float) -> NDArray[np.float64]:
     """The reduced prompt ``x_i`` scaled down to L2 norm ``<= rho`` (unchanged if inside)."""
     return clip_l2(reduced, l2_clip)
@@ -227,6 +245,14 @@ class DistanceNoise:
         """The noise of a federation with ``params``; refuses a field it could overflow."""
         spec = params.clustering_field
         floor = effective_minimum(params.min_reference_size)
+        needed = noisy_contributor_floor(params)
+        if params.n_participants < needed:
+            raise ParameterError(
+                "dp.distance_noise_multiplier",
+                f"needs at least T + {floor} = {needed} participants (T = {params.colluders} "
+                f"colluders can subtract their own noise shares; {floor} honest ones must "
+                f"remain), but the federation has N = {params.n_participants}",
+            )
         try:
             noise = cls(
                 noise_multiplier=noise_multiplier,

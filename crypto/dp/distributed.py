@@ -20,17 +20,24 @@ stays). A sum with ``m > n_min`` shares has more noise; that is post-processing.
 
 Accounting (conservative, rigorous). One cluster sum per round is recorded as a
 ``"distributed_discrete_gaussian"`` :class:`~crypto.dp.ledger.LedgerRecord` with
-``shares = n_min``, ``sigma = sigma_i``, ``sensitivity = C s`` and ``dimension = D``; its
+``shares = n_h`` (the honest ``n_min - T``, "Colluders" below), ``sigma = sigma_i``,
+``sensitivity = C s`` and ``dimension = D``; its
 ``rho`` is KLS 2021 Proposition 14 (:func:`crypto.dp.accounting.discrete_gaussian_rho`):
-``rho = (1/z'^2 + tau-terms) / 2`` with ``z' = sqrt(n_min) sigma_i / (C s) >= z``; for
+``rho = (1/z'^2 + tau-terms) / 2`` with ``z' = sqrt(n_h) sigma_i / (C s) >= z``; for
 ``sigma_i`` of a few units or more the ``tau`` correction is below ``1e-300`` and
 ``rho = 1 / (2 z^2)``, the continuous Gaussian's Rényi curve. The ledger composes
 these zCDP releases with RDP (dp-accounting's ``ZCDpEvent``).
 
-What it does not cover. ``t`` participants who collude with the coordinator can
-subtract their own shares, leaving ``n_min - t`` honest shares; raise
-``min_aggregation_size`` or ``z`` by ``sqrt(n_min / (n_min - t))`` to cover them. The
-coordinator equivocating about member sets is a protocol matter (docs/protocol.md).
+Colluders. ``T`` participants who collude with the coordinator (:attr:`CryptoParams.
+colluders`) know their own noise shares and can subtract them from a sum they are in,
+leaving ``n_min - T`` honest shares. Shares are therefore calibrated to the honest ones:
+``n_h = n_min - T`` (:func:`honest_shares`) replaces ``n_min`` above, so
+``sigma_i^2 = (z C s)^2 / n_h`` and every decodable sum keeps noise of variance at least
+``(z C s)^2`` after the colluders' shares are removed; the ledger records ``shares = n_h``.
+A federation with ``min_aggregation_size <= T`` has no honest share to count on and is
+refused. The cost is ``sqrt(n_min / n_h)`` times more noise per share (and in the decoded
+sum) than the collusion-free calibration. The coordinator equivocating about member sets
+is a protocol matter (docs/protocol.md).
 
 Field headroom. The decoded sum must not wrap: with ``N`` participants,
 ``N ceil(s B) + NOISE_TAIL sqrt(N) sigma_i < (p-1)/2`` (a discrete Gaussian is
@@ -59,7 +66,13 @@ from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.params import CryptoParams, FieldSpec
 from secfpp.crypto.rng import RandomSource
 
-__all__ = ["NOISE_TAIL", "DistributedNoise", "distributed_bits", "with_distributed_headroom"]
+__all__ = [
+    "NOISE_TAIL",
+    "DistributedNoise",
+    "distributed_bits",
+    "honest_shares",
+    "with_distributed_headroom",
+]
 
 #: Standard deviations of summed noise the field must hold (see the module docstring).
 NOISE_TAIL = 10
@@ -72,6 +85,25 @@ def _peak(spec: FieldSpec, n_participants: int, share_sigma: float) -> float:
     )
 
 
+def honest_shares(params: CryptoParams) -> int:
+    """``n_h = min_aggregation_size - T``: the fewest noise shares of a decodable sum that
+    its ``T`` colluders cannot subtract (module docstring, "Colluders").
+
+    Raises:
+        ParameterError: ``min_aggregation_size <= T`` (names the smallest safe value).
+    """
+    honest = params.min_aggregation_size - params.colluders
+    if honest < 1:
+        raise ParameterError(
+            "min_aggregation_size",
+            f"= {params.min_aggregation_size} leaves no honest noise share in a sum whose "
+            f"T = {params.colluders} colluders subtract theirs: with distributed DP noise it "
+            f"must be at least T + 1 = {params.colluders + 1} (or lower the collusion "
+            "fraction the federation tolerates)",
+        )
+    return honest
+
+
 @dataclass(frozen=True)
 class DistributedNoise:
     """The distributed discrete Gaussian of one federation (module docstring).
@@ -81,7 +113,8 @@ class DistributedNoise:
             least ``z * l2_clip`` (real units).
         l2_clip: ``C``, the L2 bound enforced on each quantized update (real units).
         bits: the aggregation field's ``bits`` (grid ``s = 2**bits`` per real unit).
-        min_contributors: ``n_min``, the fewest shares a decodable sum holds.
+        min_contributors: ``n_h``, the fewest honest shares a decodable sum holds
+            (:func:`honest_shares`: ``min_aggregation_size - T``).
 
     >>> noise = DistributedNoise(noise_multiplier=1.0, l2_clip=10.0, bits=16, min_contributors=4)
     >>> round(noise.share_sigma)  # (1 * 10 * 2**16) / sqrt(4)
@@ -125,7 +158,7 @@ class DistributedNoise:
             noise_multiplier=noise_multiplier,
             l2_clip=params.l2_clip,
             bits=spec.bits,
-            min_contributors=params.min_aggregation_size,
+            min_contributors=honest_shares(params),
         )
         peak = _peak(spec, params.n_participants, noise.share_sigma)
         if peak >= spec.half:
@@ -202,9 +235,10 @@ def distributed_bits(params: CryptoParams, *, noise_multiplier: float) -> int:
     """Largest aggregation ``bits`` whose field holds ``N`` noisy updates (module docstring).
 
     The data and the noise both scale with ``s``, so this is the largest ``s`` with
-    ``N ceil(s B) + NOISE_TAIL sqrt(N) z C s / sqrt(n_min) < (p-1)/2``.
+    ``N ceil(s B) + NOISE_TAIL sqrt(N) z C s / sqrt(n_h) < (p-1)/2``.
     """
     spec = params.aggregation_field
+    honest = honest_shares(params)
     best = -1
     for bits in range(53):
         trial = dataclasses.replace(spec, bits=bits)
@@ -213,7 +247,7 @@ def distributed_bits(params: CryptoParams, *, noise_multiplier: float) -> int:
                 noise_multiplier=noise_multiplier,
                 l2_clip=params.l2_clip,
                 bits=bits,
-                min_contributors=params.min_aggregation_size,
+                min_contributors=honest,
             )
         except ParameterError:
             continue  # below the smallest share sigma: more bits may still fit

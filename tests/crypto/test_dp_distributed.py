@@ -35,6 +35,7 @@ from secfpp.crypto.dp.distributed import (
     NOISE_TAIL,
     DistributedNoise,
     distributed_bits,
+    honest_shares,
     with_distributed_headroom,
 )
 from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
@@ -51,7 +52,8 @@ Z_BOUND = 5.0
 
 @pytest.fixture(scope="module")
 def params() -> CryptoParams:
-    base = CryptoParams.for_federation(N, min_aggregation_size=3)
+    # T = 2 colluders at N = 8: min_aggregation_size 5 leaves n_h = 3 honest shares per sum
+    base = CryptoParams.for_federation(N, min_aggregation_size=5)
     return with_distributed_headroom(base, noise_multiplier=Z)
 
 
@@ -121,7 +123,7 @@ def test_the_field_holds_n_noisy_updates_and_one_more_bit_would_not(params: Cryp
     peak = N * spec.quantum_bound() + NOISE_TAIL * math.sqrt(N) * noise.share_sigma
     assert peak < spec.half
     assert spec.bits == distributed_bits(params, noise_multiplier=Z)
-    wider = CryptoParams.for_federation(N, min_aggregation_size=3)
+    wider = CryptoParams.for_federation(N, min_aggregation_size=5)
     assert wider.aggregation_field.bits > spec.bits  # the noise cost bits
     with pytest.raises(ParameterError) as info:
         DistributedNoise.for_params(wider, noise_multiplier=Z)
@@ -133,11 +135,13 @@ def test_the_field_holds_n_noisy_updates_and_one_more_bit_would_not(params: Cryp
 def test_per_share_noise_is_calibrated_to_the_fewest_contributors(params: CryptoParams) -> None:
     noise = DistributedNoise.for_params(params, noise_multiplier=Z)
     s = params.aggregation_field.scale
-    assert noise.min_contributors == params.min_aggregation_size == 3
+    assert params.colluders == 2
+    assert noise.min_contributors == honest_shares(params) == params.min_aggregation_size - 2 == 3
     exact = (Fraction(Z) * Fraction(params.l2_clip) * s) ** 2 / 3
     assert exact <= noise.share_sigma2 <= exact * (1 + Fraction(1, 2**39))
-    # A sum of exactly n_min shares carries (z C s)^2; fewer would not, so sets below
-    # min_aggregation_size are refused by participants (crypto.refusal).
+    # The n_h honest shares of a smallest sum carry (z C s)^2; fewer would not: sets below
+    # min_aggregation_size are refused by participants (crypto.refusal), and the T colluders'
+    # shares of a sum are not counted (they can subtract them).
     assert 3 * discrete_gaussian_variance(noise.share_sigma2) >= float(
         (Z * params.l2_clip * s) ** 2
     )
@@ -280,3 +284,29 @@ def test_compose_epsilon_refuses_bad_zcdp_entries() -> None:
         with pytest.raises(ParameterError) as info:
             compose_epsilon([], zcdp=[bad], delta=DELTA)  # type: ignore[list-item]
         assert info.value.parameter == "zcdp"
+
+
+def test_colluders_who_subtract_their_shares_leave_the_calibrated_noise(
+    params: CryptoParams,
+) -> None:
+    """The attack: a smallest sum (``min_aggregation_size`` members) of which ``T`` collude
+    with the coordinator; they subtract their own noise shares from the decoded sum. What
+    is left must still have variance ``>= (z C s)^2``; before the calibration counted only
+    honest shares it had ``(n_min - T) / n_min`` of it (here 3/5)."""
+    noise = DistributedNoise.for_params(params, noise_multiplier=Z)
+    rng = DeterministicRandom("colluders")
+    members, colluders = params.min_aggregation_size, params.colluders
+    honest = sum(noise.share(D, rng=rng) for _ in range(members - colluders))
+    target = float((Z * params.l2_clip * params.aggregation_field.scale) ** 2)
+    assert honest.astype(np.float64).var() >= target * (1 - Z_BOUND * math.sqrt(2 / D))
+
+
+def test_a_minimum_that_leaves_no_honest_share_is_refused_by_name() -> None:
+    base = CryptoParams.for_federation(N, min_aggregation_size=2)
+    assert base.colluders == 2
+    with pytest.raises(ParameterError) as info:
+        DistributedNoise.for_params(base, noise_multiplier=Z)
+    assert info.value.parameter == "min_aggregation_size"
+    assert "at least T + 1 = 3" in str(info.value)
+    with pytest.raises(ParameterError, match="min_aggregation_size"):
+        with_distributed_headroom(base, noise_multiplier=Z)

@@ -43,9 +43,11 @@ class DifferentialPrivacyConfig(_Frozen):
     distributed DP (:mod:`crypto.dp.distributed`): every participant adds its own
     discrete Gaussian share to its quantized update before sharing, calibrated so
     that any sum a participant agrees to (``>= min_aggregation_size`` members) carries
-    std ``>= z C``; the coordinator never holds a noiseless sum. Off (``"none"``) by
-    default. With ``"distributed"`` the aggregation field's ``bits`` are lowered at
-    creation so the noisy sums cannot wrap.
+    std ``>= z C`` even after its ``T`` colluders subtract their own shares (shares are
+    calibrated to ``min_aggregation_size - T``, so ``min_aggregation_size`` must exceed
+    ``T``); the coordinator never holds a noiseless sum. Off (``"none"``) by default.
+    With ``"distributed"`` the aggregation field's ``bits`` are lowered at creation so
+    the noisy sums cannot wrap.
     """
 
     mechanism: Literal["none", "gaussian", "distributed"] = "none"

@@ -29,6 +29,7 @@ from secfpp.crypto.dp.distributed import DistributedNoise
 from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_by_participant, epsilon_spent
 from secfpp.crypto.errors import ParameterError
 from secfpp.participant.learning import FeatureSet, configure_threads, load_backbone
+from secfpp.participant.protocol import crypto_params
 
 Z = 2.0
 DELTA = 1e-5
@@ -111,6 +112,10 @@ def test_a_federation_runs_with_distributed_noise_and_accounts_it(
     crypto = stored["crypto"]
     bits, clip, n_min = crypto["aggregation_field"]["bits"], crypto["l2_clip"], 2
     assert crypto["min_aggregation_size"] == n_min
+    # T = 1 colluder of 6 can subtract its own share: each share is calibrated to the
+    # n_min - T = 1 honest one (crypto.dp.distributed, "Colluders")
+    honest = n_min - crypto_params(stored).colluders
+    assert honest == 1
 
     # One record per round for the single (promptfl) cluster of all N participants.
     assert [r.round for r in ledger] == [1, 2]
@@ -118,10 +123,10 @@ def test_a_federation_runs_with_distributed_noise_and_accounts_it(
         assert r.kind == "distributed"
         assert r.mechanism == "distributed_discrete_gaussian"
         assert sorted(r.participants) == list(range(N))
-        assert r.shares == n_min
+        assert r.shares == honest
         assert r.dimension == d
         assert r.sensitivity == clip * 2**bits
-        assert r.sigma == pytest.approx(Z * clip * 2**bits / math.sqrt(n_min), rel=1e-9)
+        assert r.sigma == pytest.approx(Z * clip * 2**bits / math.sqrt(honest), rel=1e-9)
 
     # Epsilon by hand: each round is rho = 1/(2 Z^2)-zCDP (tau < 1e-300 at this sigma);
     # two rounds convert to (epsilon, delta) as dp-accounting's RDP accountant does.
@@ -135,14 +140,14 @@ def test_a_federation_runs_with_distributed_noise_and_accounts_it(
     assert hand <= spent <= 1.01 * hand
     assert set(epsilon_by_participant(ledger, delta=DELTA)) == set(range(N))
 
-    # The decoded mean is noisy: per coordinate std Z C sqrt(m / n_min) / m with m = N
+    # The decoded mean is noisy: per coordinate std Z C sqrt(m / n_h) / m with m = N
     # (real units); the training updates themselves are tiny next to that.
-    per_coord = Z * clip * math.sqrt(N / n_min) / N
+    per_coord = Z * clip * math.sqrt(N / honest) / N
     norms = [e["mean_norms"]["0"][0] for e in events if "mean_norms" in e]
     assert len(norms) == 2
     for norm in norms:
         assert norm == pytest.approx(per_coord * math.sqrt(d), rel=0.25)
-    noise = DistributedNoise(noise_multiplier=Z, l2_clip=clip, bits=bits, min_contributors=n_min)
+    noise = DistributedNoise(noise_multiplier=Z, l2_clip=clip, bits=bits, min_contributors=honest)
     assert noise.share_sigma == pytest.approx(ledger[0].sigma)
 
 
@@ -167,3 +172,21 @@ def test_the_setting_is_off_by_default_and_validated_at_creation() -> None:
     assert f"largest safe value is {noisy.crypto.aggregation_field.bits}" in str(info.value)
     with pytest.raises(ValidationError, match="needs noise_multiplier"):
         FederationCreate.model_validate({**base, "dp": {"mechanism": "distributed"}})
+
+
+def test_colluders_that_could_strip_every_share_of_a_smallest_sum_are_refused() -> None:
+    """N = 20 at the default collusion fraction tolerates T = 5 colluders; a sum of the
+    default minimum of 3 members could be all theirs, so distributed noise is refused at
+    creation, naming the smallest safe minimum, and accepted from there."""
+    base = {"name": "f", "n_participants": 20, "backbone": None, "prompt": {"n_ctx": 2, "dim": 8}}
+    dp = {"mechanism": "distributed", "noise_multiplier": 1.0}
+    with pytest.raises(ParameterError) as info:
+        FederationCreate.model_validate({**base, "dp": dp}).resolve()
+    assert info.value.parameter == "min_aggregation_size"
+    assert "T = 5" in str(info.value)
+    assert "at least T + 1 = 6" in str(info.value)
+    ok = FederationCreate.model_validate(
+        {**base, "dp": dp, "tolerance": {"min_aggregation_size": 6}}
+    ).resolve()
+    noise = DistributedNoise.for_params(ok.crypto_params(), noise_multiplier=1.0)
+    assert noise.min_contributors == 6 - 5

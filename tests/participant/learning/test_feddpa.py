@@ -304,7 +304,9 @@ def test_noise_the_participants_add_has_the_accountants_std() -> None:
             rng=DeterministicRandom(f"p{i}"),
             noise=noise,
         )
-        for i in range(params.min_aggregation_size)  # the smallest sum a participant accepts
+        # the honest shares of the smallest sum a participant accepts: its T colluders
+        # subtract their own, what remains must carry the accountant's std
+        for i in range(params.min_aggregation_size - params.colluders)
     ]
     total = lift(spec.field.sum(np.vstack(vectors), axis=0), spec.field) / float(2**spec.bits)
     expected = config.dp.noise_multiplier * params.l2_clip  # sigma C, real units
