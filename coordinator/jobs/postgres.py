@@ -296,6 +296,9 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
     the old one shuts down in the background)."""
     restarts = _Restarts(options.name, asyncio.get_running_loop().time)
     while True:
+        # A stop absorbed by a database call in the previous pass (the probe, the pool's
+        # open or close, the worker's shutdown) must end the loop, not start another worker.
+        _raise_if_stop_requested()
         if restarts.down_since is not None and not await database_answers(
             database_url, options.connect_timeout_s
         ):
@@ -330,6 +333,7 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
         except asyncio.CancelledError:
             raise
         except Exception as err:
+            _raise_if_stop_requested()  # the failure may be how a cancellation surfaced
             restarts.failed(f"failed ({type(err).__name__}: {err})")
         finally:
             # Also when cancelled half-way through opening: an unclosed pool leaves
@@ -337,6 +341,7 @@ async def run_worker(database_url: str, runtime: JobRuntime, options: WorkerOpti
             if not retired:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(app.close_async(), timeout=10)
+        _raise_if_stop_requested()
         await asyncio.sleep(restarts.next_wait())
 
 

@@ -369,6 +369,48 @@ def test_a_stop_absorbed_while_the_pool_opens_stops_the_worker(
     assert worked == []
 
 
+def test_a_stop_that_surfaces_as_an_error_while_the_pool_opens_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool may turn a cancellation into an error (psycopg: the pool was closed under
+    it). Before, the worker took that for an outage: it backed off, probed the database and
+    opened a new pool, and stopped only when that open returned (here 30 s later; the
+    PostgreSQL tests saw an occasional 45 s teardown, the coordinator's shutdown timeout)."""
+    from secfpp.coordinator.jobs import postgres
+
+    opens: list[int] = []
+
+    class FailingApp:
+        async def open_async(self) -> None:
+            opens.append(1)
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                raise RuntimeError("the pool was closed") from None
+
+        async def close_async(self) -> None:
+            return None
+
+    async def answers(url: str, timeout: int) -> bool:
+        return True
+
+    monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: FailingApp())
+    monkeypatch.setattr(postgres, "database_answers", answers)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.05)  # inside open_async
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert done, "run_worker kept running after it was cancelled"
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+    assert opens == [1]
+
+
 @pytest.mark.parametrize("loop", ["recovery", "watch"])
 def test_a_stop_absorbed_by_a_database_call_ends_the_side_loops(
     monkeypatch: pytest.MonkeyPatch, loop: str
