@@ -95,7 +95,14 @@ ROLES = {
 }
 
 
-@pytest.mark.parametrize("role", sorted(ROLES))
+@pytest.mark.parametrize(
+    "role",
+    [
+        # importing torch and open_clip takes the participant's case over 7 s
+        pytest.param(r, marks=pytest.mark.slow) if r == "participant" else r
+        for r in sorted(ROLES)
+    ],
+)
 def test_entry_points_import_only_their_extra(role: str, tmp_path: Path) -> None:
     code = f"ROLE = {role!r}\nTMP = {str(tmp_path)!r}\n" + BLOCKER + textwrap.dedent(ROLES[role])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

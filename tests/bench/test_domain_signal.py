@@ -40,6 +40,7 @@ def test_best_partition_finds_planted_groups_and_respects_min_part() -> None:
         best_partition(np.zeros((5, 2)), 3)
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_quick_run_writes_summary(tmp_path: Path) -> None:
     out = tmp_path / "signal.json"
     assert main(["--quick", "--out", str(out)]) == 0

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from bench.clustering.signal_replay import _case, main, replay
 from secfpp.crypto.clustering import ClusteringConfig
@@ -40,6 +41,7 @@ def test_replay_parts_planted_groups_and_keeps_one_group_whole() -> None:
     assert all(len(c) == 1 for c in replay(single, ["a"] * 10, config, rounds=6))
 
 
+@pytest.mark.slow  # a quick benchmark run, about 11 s: not in the inner loop
 def test_quick_run_writes_its_rows(tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     assert main(["--quick", "--settings", "single", "two-domain", "--out", str(out)]) == 0

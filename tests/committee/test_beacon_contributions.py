@@ -42,6 +42,7 @@ def _ground(federation_id: str, number: int, target: tuple[int, ...]) -> bytes:
     raise AssertionError("unreachable")
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_a_coordinator_grinding_its_beacon_no_longer_chooses_the_committee(
     make_federation: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -76,6 +77,7 @@ def test_a_coordinator_grinding_its_beacon_no_longer_chooses_the_committee(
         assert detail["contributions_left_out"] == {}
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_non_revealers_are_left_out_with_their_reason(
     federation: Any, kit: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -234,6 +234,7 @@ def test_a_dropped_outsider_removes_only_its_own_input(federation: Any, kit: Any
     assert check_published_means(kit, params, status, before, f.prompts(number)) >= 1
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_member_dropouts_within_the_bound_are_tolerated_beyond_it_fail(
     federation: Any, kit: Any
 ) -> None:

@@ -13,6 +13,7 @@ from bench.clustering.split_rate import main
 from secfpp.crypto.clustering import ClusteringConfig
 
 
+@pytest.mark.slow  # a quick benchmark run, about 14 s: not in the inner loop
 def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "split.json"
     assert main(["--quick", "--out", str(out)]) == 0

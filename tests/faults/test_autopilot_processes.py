@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from secfpp.crypto.dp import epsilon_for
 from tests.faults.test_participant_kill import _kill, _start
 from tests.support.threads import run_in_threads
@@ -66,6 +68,7 @@ def _check_starts(rounds: list[dict[str, Any]]) -> None:
         assert [e["kind"] for e in status["events"]].count("started") == 1
 
 
+@pytest.mark.slow  # real coordinator and daemon processes, over 7 s: not in the inner loop
 def test_autopilot_on_two_coordinators_runs_to_the_end_and_daemons_exit_0(
     empty_db_url: str, tmp_path: Path, server_process: Any, kit: Any
 ) -> None:
@@ -84,6 +87,7 @@ def test_autopilot_on_two_coordinators_runs_to_the_end_and_daemons_exit_0(
         assert "secfpp-participant export" in last[0]
 
 
+@pytest.mark.slow  # real coordinator and daemon processes, over 7 s: not in the inner loop
 def test_a_spent_privacy_budget_ends_the_federation_and_the_daemons(
     empty_db_url: str, tmp_path: Path, server_process: Any, kit: Any
 ) -> None:

@@ -56,6 +56,7 @@ def _run(
     return fid, admin.start_round(fid), states, daemons
 
 
+@pytest.mark.slow  # real coordinator and daemon processes, over 7 s: not in the inner loop
 def test_sigkill_in_every_stage_gives_the_uninterrupted_result(
     coordinator: Any, kit: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -97,6 +98,7 @@ def test_sigkill_in_every_stage_gives_the_uninterrupted_result(
     assert any(m.startswith("coordinator reachable again") for m in messages)
 
 
+@pytest.mark.slow  # real coordinator and daemon processes, over 7 s: not in the inner loop
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_a_deadline_passed_while_down_gets_the_grace_period(
     coordinator: Any, kit: Any, tmp_path: Path

@@ -70,6 +70,7 @@ def enrolled(coordinator: Any, kit: Any, tmp_path: Path) -> list[StateDir]:
     return list(kit.enroll_states(coordinator.url, tokens[:2], tmp_path / "state"))
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_damaged_foreign_and_revoked_state(enrolled: list[StateDir]) -> None:
     state, other = enrolled

@@ -66,6 +66,7 @@ def test_two_worker_processes_publish_every_round_once(
 # committee members open inboxes and upload coded results.
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_committee_rounds_on_two_replicas(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

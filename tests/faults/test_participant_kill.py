@@ -40,6 +40,7 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     assert process.wait(30) == -signal.SIGKILL
 
 
+@pytest.mark.slow  # real coordinator and daemon processes, over 7 s: not in the inner loop
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_killed_daemons_continue_their_round(coordinator: Any, kit: Any, tmp_path: Path) -> None:
     admin = kit.Admin(coordinator.url)

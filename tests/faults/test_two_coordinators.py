@@ -12,9 +12,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.threads import run_in_threads
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_two_coordinators_migrate_start_and_drive_one_round(
     empty_db_url: str, tmp_path: Path, server_process: Any, kit: Any
 ) -> None:

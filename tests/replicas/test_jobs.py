@@ -517,6 +517,7 @@ def test_a_worker_that_absorbs_the_stop_while_starting_is_asked_again(
         assert took >= 0.9
 
 
+@pytest.mark.slow  # over 7 s in the inner loop (bash dev.sh quick)
 def test_the_worker_runs_again_within_seconds_of_a_database_outage(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
