@@ -1,7 +1,8 @@
 """Who may import whom around the wire schema (secfpp/wire).
 
-* the round core (``coordinator/rounds``) builds wire messages and never imports the HTTP
-  layer (``secfpp.coordinator.api``);
+* the round core (``coordinator/rounds``) and the federation configuration it reads
+  (``coordinator/federations``) build wire messages and never import the HTTP layer
+  (``secfpp.coordinator.api``; the API's bounds live in ``secfpp.wire.limits``);
 * the participant package never imports the coordinator (it parses the coordinator's
   answers with ``secfpp.wire``);
 * ``secfpp.wire`` itself is pydantic and the standard library only, so both installs carry it.
@@ -44,6 +45,11 @@ def _offenders(folder: Path, forbidden: tuple[str, ...]) -> list[str]:
 def test_round_core_does_not_import_the_http_layer() -> None:
     offenders = _offenders(ROOT / "coordinator" / "rounds", ("secfpp.coordinator.api",))
     assert not offenders, "the round core imports the HTTP layer:\n" + "\n".join(offenders)
+
+
+def test_federation_config_does_not_import_the_http_layer() -> None:
+    offenders = _offenders(ROOT / "coordinator" / "federations", ("secfpp.coordinator.api",))
+    assert not offenders, "the federation config imports the HTTP layer:\n" + "\n".join(offenders)
 
 
 def test_participant_never_imports_the_coordinator() -> None:

@@ -17,7 +17,7 @@ A request to a route that takes a body (:class:`GuardedRoute`) goes through, in 
    the route's limit for a chunked body, until the response is ready); a request waits
    up to :data:`BUDGET_WAIT_S` for room, then gets ``server_busy`` (503).
 4. The body is **read as it streams**: over the route's limit, 413 at once; a JSON body
-   with more than :data:`~coordinator.api.limits.MAX_JSON_TOKENS` structural characters
+   with more than :data:`~secfpp.wire.limits.MAX_JSON_TOKENS` structural characters
    (``"[]{},:``) is ``json_too_complex`` (422) at once, before it is parsed. Every
    Python object a JSON parse creates (container, string, number, key) starts at one of
    these characters, so the parsed document holds at most that many objects (a few MB)
@@ -54,8 +54,8 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from secfpp.coordinator.api.limits import MAX_JSON_DEPTH, MAX_JSON_TOKENS
 from secfpp.coordinator.errors import ProblemError
+from secfpp.wire.limits import MAX_JSON_DEPTH, MAX_JSON_TOKENS
 
 __all__ = [
     "BUDGET_WAIT_S",

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from secfpp.coordinator.api import limits
+from secfpp.wire import limits
 
 __all__ = [
     "Cursor",

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from secfpp.coordinator.api.limits import MAX_PAGE_LIMIT
 from secfpp.coordinator.api.routes.lists import list_federations
 from secfpp.coordinator.auth.participant_tokens import participants_of
 from secfpp.coordinator.dashboard.charts import Cell
@@ -31,6 +30,7 @@ from secfpp.coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
 from secfpp.coordinator.rounds.participant_metrics import metric_values
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.dp import LedgerRecord, epsilon_by_participant
+from secfpp.wire.limits import MAX_PAGE_LIMIT
 from secfpp.wire.messages import FederationStatus
 
 PER_PARTICIPANT_LINES = 20

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import exc as sa_exc
 
-from secfpp.coordinator.api import limits
+from secfpp.wire import limits
 from tests.support.common import ADMIN
 
 HUGE = 99999999999999999999

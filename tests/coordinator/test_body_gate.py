@@ -26,9 +26,9 @@ from secfpp.coordinator.api.body import (
     GuardedRoute,
     structural_count,
 )
-from secfpp.coordinator.api.limits import MAX_JSON_TOKENS
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.errors import ProblemError
+from secfpp.wire.limits import MAX_JSON_TOKENS
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import make_settings
 

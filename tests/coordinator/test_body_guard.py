@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.api.body import inspect_body, json_depth
 from secfpp.coordinator.api.params import (
     FEDERATION_CURSOR_PATTERN,
@@ -23,6 +22,7 @@ from secfpp.coordinator.api.params import (
     read_int_cursor,
 )
 from secfpp.coordinator.errors import ProblemError
+from secfpp.wire import limits
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import SessionDep, require_admin
-from secfpp.coordinator.api.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
 from secfpp.coordinator.api.openapi import problems
 from secfpp.coordinator.api.params import (
     Cursor,
@@ -41,6 +40,7 @@ from secfpp.coordinator.db.models import Federation, Participant
 from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.federations.service import enrolled_count, get_federation
 from secfpp.coordinator.rounds import history, store
+from secfpp.wire.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
 from secfpp.wire.messages import FederationStatus
 
 __all__ = ["federation_out", "router"]

@@ -18,7 +18,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, status
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.api.body import GuardedRoute
 from secfpp.coordinator.api.deps import AdminDep, Now, SessionDep, SettingsDep, require_admin
 from secfpp.coordinator.api.openapi import problems
@@ -59,6 +58,7 @@ from secfpp.coordinator.auth.participant_tokens import (
 )
 from secfpp.coordinator.db.models import AdminToken, EnrollmentToken, Participant
 from secfpp.coordinator.federations.service import get_federation
+from secfpp.wire import limits
 
 __all__ = ["router"]
 

@@ -12,8 +12,8 @@ from datetime import datetime
 
 from pydantic import ConfigDict, Field
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.wire import limits
 from secfpp.wire.messages import FederationStatus, ParticipantIdentity
 from secfpp.wire.types import WireModel
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.backbones import BackboneConfig
 from secfpp.coordinator.federations.config.base import TINY_OFFLINE_WIDTH, _Frozen
 from secfpp.coordinator.federations.config.crypto import (
@@ -59,6 +58,7 @@ from secfpp.crypto.dp.distance import DistanceNoise, with_distance_noise_headroo
 from secfpp.crypto.dp.distributed import DistributedNoise, with_distributed_headroom
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.params import CryptoParams
+from secfpp.wire import limits
 
 __all__ = [
     "LDP_DEFAULT_CLIP_NORM",

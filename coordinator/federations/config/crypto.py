@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config.base import _Frozen
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
 from secfpp.crypto.rerandomize import output_bound
 from secfpp.crypto.wire import element_width
+from secfpp.wire import limits
 
 
 class CodeSpecModel(_Frozen):

@@ -6,10 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config.base import _Frozen
 from secfpp.crypto.dp.accounting import calibrate_noise_multiplier
 from secfpp.crypto.errors import ParameterError
+from secfpp.wire import limits
 
 LDP_DEFAULT_RANK = 8
 LDP_DEFAULT_CLIP_NORM = 1.0

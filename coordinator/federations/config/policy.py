@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config.base import _Frozen
+from secfpp.wire import limits
 
 
 class ReductionConfig(_Frozen):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.backbones import (
     DEFAULT_MODEL,
     MODEL_NAME_PATTERN,
@@ -14,6 +13,7 @@ from secfpp.coordinator.federations.backbones import (
 )
 from secfpp.coordinator.federations.config.base import TINY_OFFLINE_WIDTH, _Frozen
 from secfpp.crypto.errors import ParameterError
+from secfpp.wire import limits
 from secfpp.wire.types import HEX32_PATTERN
 
 

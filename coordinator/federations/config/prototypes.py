@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.api import limits
 from secfpp.coordinator.federations.config.base import _Frozen
+from secfpp.wire import limits
 
 PROTOTYPE_STRATEGIES = ("protopfl-igpp", "protopfl-vpdr")
 """Strategies that share private class prototypes instead of a prompt update."""
