@@ -147,6 +147,11 @@ class CryptoParams:
             ``k`` of the round's sorted committee holds ``alpha_k``): their thresholds are
             checked against ``c`` (:attr:`code_points`), while the overflow bounds stay
             those of ``N`` summands, since the decoded values are sums over all ``N``.
+        participant_colluders: ``T`` over all ``N`` participants when a committee's codes
+            tolerate a different ``T_c`` (:func:`for_federation` sets it in committee mode);
+            ``None``: the codes' ``T``. What bounds the colluders among the *contributors* of
+            a sum or of the distance noise, who are participants, not committee members
+            (:attr:`colluders_among_participants`, :mod:`crypto.dp`).
     """
 
     n_participants: int
@@ -164,6 +169,7 @@ class CryptoParams:
     min_reference_size: int = 2
     max_clusters: int = 8
     committee_size: int | None = None
+    participant_colluders: int | None = None
 
     def __post_init__(self) -> None:
         n = self.n_participants
@@ -188,6 +194,11 @@ class CryptoParams:
             )
         if not isinstance(self.max_clusters, int) or self.max_clusters < 1:
             raise ParameterError("max_clusters", f"must be an int >= 1, not {self.max_clusters!r}")
+        pc = self.participant_colluders
+        if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int) or not 0 <= pc < n):
+            raise ParameterError(
+                "participant_colluders", f"must be None or an int in [0, {n - 1}], not {pc!r}"
+            )
         c = self.committee_size
         if c is not None and (not isinstance(c, int) or not 3 <= c <= n):
             raise ParameterError("committee_size", f"must be None or an int in [3, {n}], not {c!r}")
@@ -262,6 +273,17 @@ class CryptoParams:
         """``T``: colluders the federation tolerates, the smaller code ``T`` (``T_c`` may be
         raised above it only to make the distance threshold equivocation-safe)."""
         return min(self.clustering_code.t, self.aggregation_code.t)
+
+    @property
+    def colluders_among_participants(self) -> int:
+        """``T`` over all participants: :attr:`participant_colluders` when set (committee
+        mode, where the codes' ``T_c`` bounds colluders among the ``c`` members only), else
+        :attr:`colluders`. The DP calibrations use it: a sum's or the distance noise's
+        contributors are participants (:func:`crypto.dp.distributed.honest_shares`,
+        :func:`crypto.dp.distance.noisy_contributor_floor`)."""
+        if self.participant_colluders is not None:
+            return self.participant_colluders
+        return self.colluders
 
     @property
     def code_points(self) -> int:
@@ -378,6 +400,7 @@ class CryptoParams:
             kwargs["committee_size"] = plan.size
         if plan is not None and not plan.full:
             c_code, a_code = plan.clustering_code, plan.aggregation_code
+            kwargs["participant_colluders"] = colluders  # the codes' T_c bound members only
         else:
             c_code, a_code = all_to_all_codes(
                 n, colluders=colluders, dropout_fraction=dropout_fraction

@@ -105,6 +105,9 @@ def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
         min_reference_size=int(c.get("min_reference_size", 3)),
         max_clusters=int(c["max_clusters"]),
         committee_size=None if c.get("committee_size") is None else int(c["committee_size"]),
+        participant_colluders=(
+            None if c.get("participant_colluders") is None else int(c["participant_colluders"])
+        ),
     )
 
 

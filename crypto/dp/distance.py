@@ -176,11 +176,12 @@ def _sensitivity(
 def noisy_contributor_floor(params: CryptoParams) -> int:
     """``T + m_min``: the fewest present participants a noisy distance request may name.
 
-    ``T`` = :attr:`CryptoParams.colluders`, ``m_min`` the smallest reference set (at least
-    3). With at most ``T`` colluding contributors, at least ``m_min`` honest noise shares
+    ``T`` = :attr:`CryptoParams.colluders_among_participants` (the contributors are
+    participants: with a committee, not its ``T_c``), ``m_min`` the smallest reference set
+    (at least 3). With at most ``T`` colluding contributors, at least ``m_min`` honest noise shares
     remain, the ``shares`` every distance ledger record assumes (module doc, "Colluders").
     """
-    return params.colluders + effective_minimum(params.min_reference_size)
+    return params.colluders_among_participants + effective_minimum(params.min_reference_size)
 
 
 def clip_reduced(reduced: NDArray[np.floating], l2_clip: float) -> NDArray[np.float64]:
@@ -249,7 +250,8 @@ class DistanceNoise:
         if params.n_participants < needed:
             raise ParameterError(
                 "dp.distance_noise_multiplier",
-                f"needs at least T + {floor} = {needed} participants (T = {params.colluders} "
+                f"needs at least T + {floor} = {needed} participants "
+                f"(T = {params.colluders_among_participants} "
                 f"colluders can subtract their own noise shares; {floor} honest ones must "
                 f"remain), but the federation has N = {params.n_participants}",
             )

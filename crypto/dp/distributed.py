@@ -29,7 +29,8 @@ Accounting (conservative, rigorous). One cluster sum per round is recorded as a
 these zCDP releases with RDP (dp-accounting's ``ZCDpEvent``).
 
 Colluders. ``T`` participants who collude with the coordinator (:attr:`CryptoParams.
-colluders`) know their own noise shares and can subtract them from a sum they are in,
+colluders_among_participants`: with a committee, the ``T`` of all participants, not the
+committee's ``T_c``) know their own noise shares and can subtract them from a sum they are in,
 leaving ``n_min - T`` honest shares. Shares are therefore calibrated to the honest ones:
 ``n_h = n_min - T`` (:func:`honest_shares`) replaces ``n_min`` above, so
 ``sigma_i^2 = (z C s)^2 / n_h`` and every decodable sum keeps noise of variance at least
@@ -92,13 +93,14 @@ def honest_shares(params: CryptoParams) -> int:
     Raises:
         ParameterError: ``min_aggregation_size <= T`` (names the smallest safe value).
     """
-    honest = params.min_aggregation_size - params.colluders
+    colluders = params.colluders_among_participants
+    honest = params.min_aggregation_size - colluders
     if honest < 1:
         raise ParameterError(
             "min_aggregation_size",
             f"= {params.min_aggregation_size} leaves no honest noise share in a sum whose "
-            f"T = {params.colluders} colluders subtract theirs: with distributed DP noise it "
-            f"must be at least T + 1 = {params.colluders + 1} (or lower the collusion "
+            f"T = {colluders} colluders subtract theirs: with distributed DP noise it "
+            f"must be at least T + 1 = {colluders + 1} (or lower the collusion "
             "fraction the federation tolerates)",
         )
     return honest

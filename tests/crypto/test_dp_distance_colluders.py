@@ -121,3 +121,10 @@ def test_a_federation_too_small_for_its_colluders_cannot_turn_the_noise_on() -> 
     assert noisy_contributor_floor(small) == 4
     with pytest.raises(ParameterError, match=r"dp\.distance_noise_multiplier.*T \+ 3 = 4"):
         DistanceNoise.for_params(small, noise_multiplier=1.0, l2_clip=1.0)
+
+
+def test_with_a_committee_the_floor_counts_every_participants_colluders() -> None:
+    params = CryptoParams.for_federation(1000, committee=True)
+    assert params.has_committee
+    assert params.colluders == 142  # the committee's T_c
+    assert noisy_contributor_floor(params) == 250 + 3  # T = floor(0.25 * 1000) participants

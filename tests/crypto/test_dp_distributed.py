@@ -310,3 +310,19 @@ def test_a_minimum_that_leaves_no_honest_share_is_refused_by_name() -> None:
     assert "at least T + 1 = 3" in str(info.value)
     with pytest.raises(ParameterError, match="min_aggregation_size"):
         with_distributed_headroom(base, noise_multiplier=Z)
+
+
+def test_with_a_committee_the_colluders_counted_are_all_participants() -> None:
+    """A committee's codes tolerate ``T_c`` colluders among its members, but a noisy sum's
+    contributors are participants, of whom ``T = floor(f_c N)`` may collude. At N = 400
+    (c = 230, T_c = 86, T = 100) a minimum of 87 passed the committee's ``T_c`` and would
+    have left 100 - 86 = 14 colluders' shares counted as honest."""
+    params = CryptoParams.for_federation(400, committee=True, min_aggregation_size=87)
+    assert params.has_committee
+    assert params.colluders == 86
+    assert params.colluders_among_participants == params.participant_colluders == 100
+    with pytest.raises(ParameterError) as info:
+        honest_shares(params)
+    assert "at least T + 1 = 101" in str(info.value)
+    enough = CryptoParams.for_federation(400, committee=True, min_aggregation_size=104)
+    assert honest_shares(enough) == 4

@@ -100,6 +100,15 @@ class CryptoConfig(_Frozen):
         "publicly (docs/protocol.md section 11); the codes above run over c points. Null: "
         "all-to-all sharing (every participant a member).",
     )
+    participant_colluders: int | None = Field(
+        default=None,
+        ge=0,
+        lt=limits.MAX_PARTICIPANTS,
+        description="T over all participants when a committee's codes tolerate another T_c "
+        "(set at creation in committee mode): it bounds the colluders among the contributors "
+        "of a noisy sum or of the distance noise, which the DP calibrations count. Null: the "
+        "codes' T.",
+    )
 
     @classmethod
     def from_params(cls, params: CryptoParams) -> CryptoConfig:
@@ -120,6 +129,7 @@ class CryptoConfig(_Frozen):
             min_reference_size=params.min_reference_size,
             max_clusters=params.max_clusters,
             committee_size=params.committee_size if params.has_committee else None,
+            participant_colluders=params.participant_colluders,
         )
 
     def to_params(self, n_participants: int) -> CryptoParams:
@@ -136,6 +146,7 @@ class CryptoConfig(_Frozen):
             min_reference_size=self.min_reference_size,
             max_clusters=self.max_clusters,
             committee_size=self.committee_size,
+            participant_colluders=self.participant_colluders,
         )
 
 

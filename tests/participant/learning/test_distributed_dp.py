@@ -190,3 +190,23 @@ def test_colluders_that_could_strip_every_share_of_a_smallest_sum_are_refused() 
     ).resolve()
     noise = DistributedNoise.for_params(ok.crypto_params(), noise_multiplier=1.0)
     assert noise.min_contributors == 6 - 5
+
+
+def test_a_committee_federation_carries_its_participants_colluders_to_the_daemon() -> None:
+    """The stored config keeps ``T`` over all participants beside the committee's codes, and
+    the daemon's parameters (parsed from that document) count the same colluders."""
+    body = {
+        "name": "f",
+        "n_participants": 400,
+        "backbone": None,
+        "prompt": {"n_ctx": 2, "dim": 8},
+        "tolerance": {"min_aggregation_size": 104, "reduced_dim": 4},
+        "dp": {"mechanism": "distributed", "noise_multiplier": 1.0},
+    }
+    config = FederationCreate.model_validate(body).resolve()
+    assert config.crypto.committee_size is not None
+    assert config.crypto.participant_colluders == 100
+    daemon = crypto_params(config.model_dump(mode="json"))
+    assert daemon == config.crypto_params()
+    assert daemon.colluders_among_participants == 100
+    assert DistributedNoise.for_params(daemon, noise_multiplier=1.0).min_contributors == 4
