@@ -487,7 +487,8 @@ def _committee(step: Step) -> list[str]:
 
 
 def _growth(small: Step, large: Step) -> list[str]:
-    """Stage totals at the larger N over those at the smaller N, per collusion fraction."""
+    """Stage totals at the larger N over those at the smaller N, per collusion fraction,
+    committee rows only (the small run also holds all-to-all rows of the same ``f_c``)."""
     if small.data is None or large.data is None:
         return ["No growth figures: one of the committee runs is missing."]
     rows = [
@@ -497,9 +498,13 @@ def _growth(small: Step, large: Step) -> list[str]:
         "| stage | f_c | c | total s | c (large) | total s (large) | growth | member s growth |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def committees(data: dict[str, Any], stage: str) -> list[dict[str, Any]]:
+        return [r for r in data[stage] if str(r["label"]).startswith("committee")]
+
     for stage in ("aggregation", "distances"):
-        by_fc = {r["label"].split("fc=")[1]: r for r in small.data[stage]}
-        for r in large.data[stage]:
+        by_fc = {r["label"].split("fc=")[1]: r for r in committees(small.data, stage)}
+        for r in committees(large.data, stage):
             fc = r["label"].split("fc=")[1]
             if fc in by_fc:
                 a = by_fc[fc]

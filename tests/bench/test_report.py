@@ -178,3 +178,18 @@ def test_quick_run_writes_the_performance_file(tmp_path: Path) -> None:
     assert re.search(r"^\| committee c=\d+ fc=0.1 \| 150 \|", text, re.M)
     assert "## Failures" not in text
     assert "**Quick (smoke) sizes**" in text
+
+
+def test_growth_compares_committee_rows_not_all_to_all_rows_of_the_same_fc() -> None:
+    """The N = 1,000 run also holds all-to-all rows of the same f_c after its committee row;
+    the growth table took the last row of each f_c (an all-to-all N = 1000 row), not the
+    committee's."""
+    steps = _steps()
+    small = steps["committee"]
+    assert small.data is not None
+    committee_row = small.data["aggregation"][0]
+    all_to_all = {**committee_row, "label": "all-to-all N=1000 fc=0.1", "c": 1000, "total_s": 35.0}
+    small.data = {**small.data, "aggregation": [committee_row, all_to_all]}
+    rows = report._growth(small, steps["committee_large"])
+    growth = [r for r in rows if r.startswith("| aggregation |")]
+    assert growth == ["| aggregation | 0.1 | 81 | 5.0 | 91 | 50.0 | x10.0 | x10.0 |"]
