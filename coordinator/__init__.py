@@ -5,7 +5,8 @@ sums) with the crypto core, runs the clustering step and publishes cluster globa
 prompts. It holds no key that opens a share and no protocol math of its own.
 
 Layout, by domain: :mod:`.settings` (the process's settings, from the environment),
-:mod:`.federations` (a federation's configuration, its pinned backbone, enrollment),
+:mod:`.federations` (creating federations, enrollment; their configuration document is
+:mod:`secfpp.federation`),
 :mod:`.auth` (bearer tokens of every kind, dashboard sessions, rate limits), :mod:`.rounds`
 (pure stage machine, transition computations, CAS driver, uploads, views), :mod:`.api`
 (``routes/`` per area, ``schemas/`` of the bodies, ``Annotated`` dependencies, the body guard,

@@ -42,7 +42,7 @@ import httpx
 from demo.partition import SETTINGS, setting_partition, write_image_folders
 from demo.processes import ProcessGroup
 from demo.report import DemoRecord, Export, cluster_purity, describe_clusters, plot, render
-from secfpp.coordinator.federations.config import ClusteringPolicy
+from secfpp.federation import ClusteringPolicy
 
 __all__ = ["main"]
 

@@ -195,7 +195,7 @@ def _check(spec: SimulateSpec) -> tuple[str, int]:
     """
     from bench.accuracy.methods import METHODS
     from demo.data.registry import resolve_domain
-    from secfpp.coordinator.federations.config import ClusteringPolicy
+    from secfpp.federation import ClusteringPolicy
 
     if not spec.domains:
         raise ValueError("no domains: give --domain (repeatable) or 'domains' in --spec")

@@ -28,15 +28,15 @@ from pydantic import SecretStr
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.migrate import upgrade
-from secfpp.coordinator.federations.config import PROTOTYPE_STRATEGIES, PrototypeConfig
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.rng import DeterministicRandom, RandomSource, SystemRandom
+from secfpp.federation import PROTOTYPE_STRATEGIES, PrototypeConfig
 from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.learning import Backbone, FeatureSet, get_strategy
 from secfpp.participant.state import StateDir
-from secfpp.participant.trainer import PromptTrainer, strategy_settings
+from secfpp.participant.trainer import PromptTrainer, fixed_settings
 
 __all__ = ["ParticipantData", "RoundRecord", "SimulationConfig", "SimulationResult", "simulate"]
 
@@ -126,14 +126,13 @@ def _trainer(
 ) -> PromptTrainer:
     from secfpp.participant.learning import get_reduction
 
-    settings = strategy_settings(
-        {
-            "strategy": config.strategy,
-            "prototypes": _prototypes(config, len(data.classnames), backbone.embed_dim),
-            "rounds": {"total": config.rounds},
-            "crypto": {"l2_clip": config.l2_clip},  # feddpa's clip_norm
-        },
+    protos = _prototypes(config, len(data.classnames), backbone.embed_dim)
+    settings = fixed_settings(
+        config.strategy,
         config.strategy_settings,
+        prototypes=None if protos is None else PrototypeConfig.model_validate(protos),
+        rounds_total=config.rounds,
+        l2_clip=config.l2_clip,  # feddpa's clip_norm
     )
     strategy = get_strategy(
         config.strategy,

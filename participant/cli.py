@@ -303,6 +303,7 @@ def _build_trainer(
     identity: dict[str, Any],
     say: Callable[[str], None],
 ) -> Any:
+    from secfpp.participant.federation import federation_config
     from secfpp.participant.learning import configure_threads
     from secfpp.participant.trainer import TrainerSettings, build_trainer
 
@@ -320,7 +321,7 @@ def _build_trainer(
     )
     trainer = build_trainer(
         settings,
-        identity["config"],
+        federation_config(identity["config"]),
         participant_id=int(identity["index"]),
         cache_dir=args.state / "features",
         on_progress=say,

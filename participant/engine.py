@@ -45,8 +45,10 @@ from secfpp.crypto.refusal import (
 )
 from secfpp.crypto.rng import RandomSource, SystemRandom
 from secfpp.crypto.transport import KeyRing, load_private_key
+from secfpp.federation import FederationConfig
 from secfpp.participant.client import CoordinatorClient, RequestRefusedError, b64d
 from secfpp.participant.contributions import ContributionLog
+from secfpp.participant.federation import federation_config
 from secfpp.participant.protocol import (
     OpenedShares,
     aggregation_payload,
@@ -137,13 +139,10 @@ class Trainer(Protocol):
         ...
 
 
-def _aggregation_length(config: dict[str, Any]) -> int:
+def _aggregation_length(config: FederationConfig) -> int:
     """Entries of the aggregation vector: ``n_ctx * dim`` (``g_i``), or for ``protopfl-*``
     ``n_classes * (dim + 1)`` (the prototype block), as the coordinator's config fixes it."""
-    protos = config.get("prototypes")
-    if protos is not None:
-        return int(protos["n_classes"]) * (int(protos["dim"]) + 1)
-    return int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+    return config.aggregation_length
 
 
 class Engine:
@@ -179,14 +178,14 @@ class Engine:
         # One ring for the process: one X25519 exchange per peer for the federation's
         # lifetime, not one per envelope (crypto.transport.KeyRing).
         self.key_ring = KeyRing(self.private_key)
-        self.config: dict[str, Any] = ident.get("config") or client.me().config
+        self.config: FederationConfig = federation_config(ident.get("config") or client.me().config)
         self.params: CryptoParams = crypto_params(self.config)
         self._beacon_log: dict[str, str] | None = None
         self._handled: set[int] = set()
         """Rounds whose outcome this process fetched (also those caught up late)."""
         self.ended: str = ""
         """Set when :meth:`run` returns: why it stopped and where the final prompt is."""
-        total = (self.config.get("rounds") or {}).get("total")
+        total = self.config.rounds.total
         self.contributions = ContributionLog(
             client,
             state,
@@ -314,7 +313,7 @@ class Engine:
         Returns the number of rounds whose outcome this call handled.
         """
         seen: set[int] = set()
-        total = (self.config.get("rounds") or {}).get("total")
+        total = self.config.rounds.total
         while True:
             task = self.step()
             number = task.round

@@ -99,11 +99,16 @@ def export_personalized(
         StateError: no training record, no published round, or a missing state file.
         BackboneMismatchError: the weights found are not those the prompt was trained on.
     """
+    from secfpp.participant.federation import federation_config
     from secfpp.participant.trainer import TrainerSettings, make_strategy
 
     state = StateDir(state_dir)
     identity = state.identity()
-    config: dict[str, Any] = identity.get("config") or {}
+    if not identity.get("config"):
+        raise StateError(
+            f"{state.root} holds no federation config: enroll and train before exporting"
+        )
+    config = federation_config(identity["config"])
     record = state.read_object(TRAINING_RECORD, default={})
     if not record:
         raise StateError(
@@ -144,7 +149,7 @@ def export_personalized(
         classnames=tuple(record["classnames"]),
         ctx_init=record.get("ctx_init"),
         info={
-            "strategy": str(config.get("strategy", "secfpp")),
+            "strategy": config.strategy,
             "federation_id": identity.get("federation_id"),
             "participant_index": identity.get("index"),
             "round": number,

@@ -32,7 +32,7 @@ from secfpp.crypto.dp.distance import DistanceNoise, clip_reduced, noisy_contrib
 from secfpp.crypto.dp.distributed import DistributedNoise
 from secfpp.crypto.errors import ShareAuthenticationError
 from secfpp.crypto.field import FieldArray
-from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
+from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.quantize import quantize
 from secfpp.crypto.refusal import (
     aggregation_request_digest,
@@ -57,6 +57,7 @@ from secfpp.crypto.wire import (
     unpack_field_vectors,
     vector_size,
 )
+from secfpp.federation import FederationConfig
 from secfpp.participant.contributions import Evidence
 from secfpp.participant.rerandomize import ZERO_KIND, zero_sharing_length
 from secfpp.wire.messages import PromptOut, Task
@@ -83,32 +84,9 @@ __all__ = [
 ]
 
 
-def crypto_params(config: Mapping[str, Any]) -> CryptoParams:
-    """The federation's :class:`CryptoParams` from its config document (``/me``)."""
-    c = config["crypto"]
-
-    def code(d: Mapping[str, Any]) -> CodeSpec:
-        return CodeSpec(k=int(d["k"]), t=int(d["t"]))
-
-    def fld(d: Mapping[str, Any]) -> FieldSpec:
-        return FieldSpec(prime=int(d["prime"]), bits=int(d["bits"]), clip=float(d["clip"]))
-
-    return CryptoParams(
-        n_participants=int(config["n_participants"]),
-        reduced_dim=int(c["reduced_dim"]),
-        clustering_code=code(c["clustering_code"]),
-        aggregation_code=code(c["aggregation_code"]),
-        clustering_field=fld(c["clustering_field"]),
-        aggregation_field=fld(c["aggregation_field"]),
-        l2_clip=float(c["l2_clip"]),
-        min_aggregation_size=int(c["min_aggregation_size"]),
-        min_reference_size=int(c.get("min_reference_size", 3)),
-        max_clusters=int(c["max_clusters"]),
-        committee_size=None if c.get("committee_size") is None else int(c["committee_size"]),
-        participant_colluders=(
-            None if c.get("participant_colluders") is None else int(c["participant_colluders"])
-        ),
-    )
+def crypto_params(config: FederationConfig) -> CryptoParams:
+    """The federation's validated :class:`CryptoParams` (``config.crypto_params()``)."""
+    return config.crypto_params()
 
 
 def round_committee(
@@ -234,31 +212,29 @@ def peer_keys(task: Task) -> dict[int, X25519PublicKey]:
     return {p.index: load_public_key(base64.b64decode(p.public_key)) for p in task.peers}
 
 
-def distance_noise(config: Mapping[str, Any], params: CryptoParams) -> DistanceNoise | None:
+def distance_noise(config: FederationConfig, params: CryptoParams) -> DistanceNoise | None:
     """The federation's distance-stage noise (``dp.distance_noise_multiplier``), else None.
 
-    Read from the config document (:mod:`crypto.dp.distance`); refuses (ParameterError)
-    parameters whose noisy distances could wrap the clustering field.
+    Refuses (ParameterError) parameters whose noisy distances could wrap the clustering
+    field (:mod:`crypto.dp.distance`).
     """
-    dp = config.get("dp") or {}
-    z = dp.get("distance_noise_multiplier")
+    z = config.dp.distance_noise_multiplier
     if z is None:
         return None
     return DistanceNoise.for_params(
-        params, noise_multiplier=float(z), l2_clip=float(dp["distance_l2_clip"])
+        params, noise_multiplier=float(z), l2_clip=float(config.dp.distance_l2_clip)
     )
 
 
-def distributed_noise(config: Mapping[str, Any], params: CryptoParams) -> DistributedNoise | None:
+def distributed_noise(config: FederationConfig, params: CryptoParams) -> DistributedNoise | None:
     """The federation's distributed-DP noise (``dp.mechanism == "distributed"``), else None.
 
-    Read from the config document the participant enrolled with; refuses (ParameterError)
-    parameters whose noisy sums could wrap the field.
+    Refuses (ParameterError) parameters whose noisy sums could wrap the field.
     """
-    dp = config.get("dp") or {}
-    if dp.get("mechanism") != "distributed":
+    dp = config.dp
+    if dp.mechanism != "distributed" or dp.noise_multiplier is None:
         return None
-    return DistributedNoise.for_params(params, noise_multiplier=float(dp["noise_multiplier"]))
+    return DistributedNoise.for_params(params, noise_multiplier=float(dp.noise_multiplier))
 
 
 def share_body(

@@ -18,11 +18,9 @@ from a round's task: a coordinator cannot ask some members for plain results.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rerandomize import output_bound
+from secfpp.federation import FederationConfig
 
 __all__ = ["ZERO_CONTEXT_STAGE", "ZERO_KIND", "rerandomizes", "zero_sharing_length"]
 
@@ -38,9 +36,9 @@ def zero_sharing_length(params: CryptoParams) -> int:
     return output_bound(params.n_participants, params.max_clusters)
 
 
-def rerandomizes(config: Mapping[str, Any]) -> bool:
-    """Whether the federation's config document (``/me``) re-randomizes distances
-    (distance-stage DP noise, ``dp.distance_noise_multiplier``, implies it)."""
-    if (config.get("dp") or {}).get("distance_noise_multiplier") is not None:
+def rerandomizes(config: FederationConfig) -> bool:
+    """Whether the federation re-randomizes distances (distance-stage DP noise,
+    ``dp.distance_noise_multiplier``, implies it)."""
+    if config.dp.distance_noise_multiplier is not None:
         return True
-    return (config.get("crypto") or {}).get("rerandomize_distances") is True
+    return config.crypto.rerandomize_distances

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from tqdm import tqdm
 
 from secfpp.crypto.rng import RandomSource
+from secfpp.federation import DifferentialPrivacyConfig, FederationConfig, PrototypeConfig
 from secfpp.participant.backbones import TINY_OFFLINE
 from secfpp.participant.engine import TrainOutput
 from secfpp.participant.learning import (
@@ -197,28 +198,46 @@ FEDERATION_LDP = {
 
 
 def strategy_settings(
-    config: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+    config: FederationConfig, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The strategy's settings: the operator's ``overrides`` plus what the federation fixes.
+    """The strategy's settings: the operator's ``overrides`` plus what the federation's
+    config fixes (:func:`fixed_settings` of its strategy, DP, clip, prototypes and rounds)."""
+    return fixed_settings(
+        config.strategy,
+        overrides,
+        dp=config.dp,
+        l2_clip=config.crypto.l2_clip,
+        prototypes=config.prototypes,
+        rounds_total=config.rounds.total,
+    )
+
+
+def fixed_settings(
+    strategy: str,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    dp: DifferentialPrivacyConfig | None = None,
+    l2_clip: float | None = None,
+    prototypes: PrototypeConfig | None = None,
+    rounds_total: int | None = None,
+) -> dict[str, Any]:
+    """The strategy's settings: ``overrides`` plus what a federation fixes (the in-process
+    simulation passes its own values; the daemon goes through :func:`strategy_settings`).
 
     For ``dpfpl`` the federation's ``dp.ldp_rank``, ``dp.ldp_clip_norm`` and
     ``dp.ldp_noise_multiplier`` (every participant trains under the same LDP) replace the
     strategy's own defaults; a local override that disagrees is refused. A null (a
     federation created before these settings existed) leaves the local value.
-
-    >>> strategy_settings({"strategy": "dpfpl", "dp": {"ldp_rank": 4}}, {"lr": 0.1})
-    {'lr': 0.1, 'rank': 4}
     """
     settings = dict(overrides or {})
-    if config.get("prototypes") is not None:
-        return _prototype_settings(config, settings)
-    if config.get("strategy") == "feddpa":
-        return _feddpa_settings(config, settings)
-    if config.get("strategy") != "dpfpl":
+    if prototypes is not None:
+        return _prototype_settings(strategy, prototypes, rounds_total, settings)
+    if strategy == "feddpa":
+        return _feddpa_settings(l2_clip, settings)
+    if strategy != "dpfpl" or dp is None:
         return settings
-    dp = config.get("dp") or {}
     for name, field in FEDERATION_LDP.items():
-        fixed = dp.get(field)
+        fixed = getattr(dp, field)
         if fixed is None:
             continue
         if name in settings and settings[name] != fixed:
@@ -230,14 +249,13 @@ def strategy_settings(
     return settings
 
 
-def _feddpa_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """``feddpa``: the federation's ``secfpp.crypto.l2_clip`` fixes ``clip_norm`` (the clip of the
+def _feddpa_settings(clip: float | None, settings: dict[str, Any]) -> dict[str, Any]:
+    """``feddpa``: the federation's ``crypto.l2_clip`` fixes ``clip_norm`` (the clip of the
     round update and the target of the bounded constraint); a disagreeing override is refused.
 
-    >>> _feddpa_settings({"crypto": {"l2_clip": 0.5}}, {"tau": 0.3})
+    >>> _feddpa_settings(0.5, {"tau": 0.3})
     {'tau': 0.3, 'clip_norm': 0.5}
     """
-    clip = (config.get("crypto") or {}).get("l2_clip")
     if clip is None:
         return settings
     if "clip_norm" in settings and settings["clip_norm"] != float(clip):
@@ -248,16 +266,21 @@ def _feddpa_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dic
     return {**settings, "clip_norm": float(clip)}
 
 
-def _prototype_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def _prototype_settings(
+    strategy: str,
+    prototypes: PrototypeConfig,
+    rounds_total: int | None,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
     """``protopfl-*``: every field of the federation's ``prototypes`` section the strategy
     has (all but ``n_classes`` and ``dim``; ``classes``, the federation's class list, when
     set), and ``rounds = rounds.total``; a local override that disagrees is refused."""
     from secfpp.participant.learning.strategies import STRATEGIES
 
-    cls = STRATEGIES.get(str(config.get("strategy")))
+    cls = STRATEGIES.get(strategy)
     known = set(cls.config_type.__dataclass_fields__) if cls is not None else set()
-    fixed = {k: v for k, v in dict(config["prototypes"]).items() if k in known}
-    fixed["rounds"] = (config.get("rounds") or {}).get("total")
+    fixed = {k: v for k, v in prototypes.model_dump().items() if k in known}
+    fixed["rounds"] = rounds_total
     for name, value in fixed.items():
         if value is None:
             continue
@@ -270,7 +293,7 @@ def _prototype_settings(config: Mapping[str, Any], settings: dict[str, Any]) -> 
     return settings
 
 
-def load_pinned_backbone(settings: TrainerSettings, config: Mapping[str, Any]) -> Backbone:
+def load_pinned_backbone(settings: TrainerSettings, config: FederationConfig) -> Backbone:
     """The backbone ``settings`` name (default: the federation's pinned model), checked
     against the federation's pin and prompt width.
 
@@ -280,7 +303,7 @@ def load_pinned_backbone(settings: TrainerSettings, config: Mapping[str, Any]) -
         BackboneMismatchError: another model or other weights than the federation pins.
         LearningConfigError: ``prompt.dim`` is not the model's text width (unpinned).
     """
-    model = settings.model or pinned_model(config) or TINY_OFFLINE
+    model = settings.model or pinned_model(config.backbone) or TINY_OFFLINE
     backbone = load_backbone(
         model,
         settings.pretrained,
@@ -288,8 +311,8 @@ def load_pinned_backbone(settings: TrainerSettings, config: Mapping[str, Any]) -
         allow_random_weights=settings.allow_random_weights,
         init_seed=0 if settings.allow_random_weights else None,
     )
-    check_pin(config, backbone)
-    dim = int(config["prompt"]["dim"])
+    check_pin(config.backbone, backbone)
+    dim = config.prompt.dim
     if dim != backbone.text.width:
         raise LearningConfigError(
             "prompt.dim",
@@ -300,7 +323,7 @@ def load_pinned_backbone(settings: TrainerSettings, config: Mapping[str, Any]) -
 
 
 def make_strategy(
-    config: Mapping[str, Any],
+    config: FederationConfig,
     backbone: Backbone,
     classnames: Sequence[str],
     settings: TrainerSettings,
@@ -311,21 +334,21 @@ def make_strategy(
     model rebuilds it the same way, :mod:`participant.personalized`)."""
     overrides = strategy_settings(config, settings.strategy_overrides)
     return get_strategy(
-        str(config.get("strategy", "secfpp")),
+        config.strategy,
         backbone=backbone,
         classnames=classnames,
         rng=rng,
-        n_ctx=int(config["prompt"]["n_ctx"]),
+        n_ctx=config.prompt.n_ctx,
         lr=settings.lr,
         batch_size=settings.batch_size,
-        init_std=float(config["prompt"].get("init_std", 0.02)),
+        init_std=config.prompt.init_std,
         **overrides,
     )
 
 
 def build_trainer(
     settings: TrainerSettings,
-    config: Mapping[str, Any],
+    config: FederationConfig,
     *,
     participant_id: int,
     cache_dir: Path,
@@ -351,24 +374,24 @@ def build_trainer(
     )
     cache = FeatureCache(cache_dir)
     train_f, test_f = cache.get(backbone, train), cache.get(backbone, test)
-    n_ctx, dim = int(config["prompt"]["n_ctx"]), int(config["prompt"]["dim"])
+    n_ctx, dim = config.prompt.n_ctx, config.prompt.dim
     strategy = make_strategy(config, backbone, data.classnames, settings, rng=rng)
-    protos = config.get("prototypes")
+    protos = config.prototypes
     if protos is not None and (
-        int(protos["n_classes"]) != len(protos.get("classes") or data.classnames)
-        or int(protos["dim"]) != backbone.embed_dim
+        protos.n_classes != len(protos.classes or data.classnames)
+        or protos.dim != backbone.embed_dim
     ):
         raise LearningConfigError(
             "prototypes",
-            f"are {protos['n_classes']} classes x {protos['dim']} dims in the federation, but "
+            f"are {protos.n_classes} classes x {protos.dim} dims in the federation, but "
             f"this participant has {len(data.classnames)} classes and model '{backbone.name}' "
             f"embeds in {backbone.embed_dim} dims",
         )
     reduction = None
     if strategy.clustered:
-        red = config.get("reduction", {})
-        method = str(red.get("method", "jl"))
-        r = int(config["crypto"]["reduced_dim"])
+        red = config.reduction
+        method = red.method
+        r = config.crypto.reduced_dim
         table = None
         if method == "token-pca":
             embedding = backbone.model.get_submodule("token_embedding")
@@ -377,7 +400,7 @@ def build_trainer(
             method,
             n_ctx=n_ctx,
             ctx_dim=dim,
-            seed=int(red.get("seed", 0)),
+            seed=red.seed,
             r=r,
             k=max(1, r // n_ctx),
             token_embedding=table,
@@ -389,6 +412,6 @@ def build_trainer(
         epochs=settings.epochs,
         reduction=reduction,
         on_progress=on_progress,
-        reduce_direction=bool(config.get("reduction", {}).get("direction", False)),
-        signal=str(config.get("reduction", {}).get("signal", "data")),
+        reduce_direction=config.reduction.direction,
+        signal=config.reduction.signal,
     )

@@ -1,4 +1,4 @@
-"""Write ``coordinator/federations/backbones.json``: the text width of every open_clip model the
+"""Write ``secfpp/federation/backbones.json``: the text width of every open_clip model the
 participant daemon can drive, and the weights fingerprint of the shipped backbone.
 
 The coordinator runs without torch and open_clip (docker/coordinator.Dockerfile), so it
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "coordinator" / "backbones.json"
+OUT = REPO / "secfpp" / "federation" / "backbones.json"
 
 
 def _configs() -> dict[str, dict[str, Any]]:

@@ -8,6 +8,9 @@ parts cannot collide with other installed packages (PyPI has a ``crypto``, for o
 * :mod:`secfpp.coordinator` - the FastAPI coordinator service;
 * :mod:`secfpp.participant` - the participant daemon (torch + open_clip prompt training);
 * :mod:`secfpp.migrations` - the Alembic migrations of the coordinator's database;
+* :mod:`secfpp.wire` - the typed messages both sides exchange (pydantic only);
+* :mod:`secfpp.federation` - a federation's configuration document, which the coordinator
+  stores and every daemon parses;
 * :mod:`secfpp.process` - process helpers every command shares (memory retention, ``--help``).
 
 In a source checkout the four parts stay top-level folders (``crypto/``, ``coordinator/``,

@@ -198,7 +198,7 @@ def test_wheel_holds_only_the_deployed_parts(tmp_path: Path) -> None:
     parts = (
         "crypto/field.py",
         "coordinator/app.py",
-        "coordinator/federations/backbones.json",  # prompt.dim of a pinned backbone
+        "federation/backbones.json",  # prompt.dim of a pinned backbone
         "participant/cli.py",
         "participant/backbones/weights/tiny-offline.pt",
         "migrations/env.py",

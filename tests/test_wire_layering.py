@@ -1,8 +1,10 @@
 """Who may import whom around the wire schema (secfpp/wire).
 
-* the round core (``coordinator/rounds``) and the federation configuration it reads
+* the round core (``coordinator/rounds``) and the federations' service
   (``coordinator/federations``) build wire messages and never import the HTTP layer
   (``secfpp.coordinator.api``; the API's bounds live in ``secfpp.wire.limits``);
+* the federation configuration (``secfpp/federation``), which both sides parse, imports
+  neither side: only the crypto core, the wire schema, pydantic and the standard library;
 * the participant package never imports the coordinator (it parses the coordinator's
   answers with ``secfpp.wire``);
 * ``secfpp.wire`` itself is pydantic and the standard library only, so both installs carry it.
@@ -50,6 +52,14 @@ def test_round_core_does_not_import_the_http_layer() -> None:
 def test_federation_config_does_not_import_the_http_layer() -> None:
     offenders = _offenders(ROOT / "coordinator" / "federations", ("secfpp.coordinator.api",))
     assert not offenders, "the federation config imports the HTTP layer:\n" + "\n".join(offenders)
+
+
+def test_federation_config_imports_neither_side() -> None:
+    offenders = _offenders(
+        ROOT / "secfpp" / "federation",
+        ("secfpp.coordinator", "secfpp.participant", "coordinator", "participant"),
+    )
+    assert not offenders, "the federation config imports a side:\n" + "\n".join(offenders)
 
 
 def test_participant_never_imports_the_coordinator() -> None:

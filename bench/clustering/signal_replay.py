@@ -205,7 +205,7 @@ def federation_config(
 ) -> ClusteringConfig:
     """The clustering step's factors in a federation created with the defaults (and these two
     split-rule settings when given): ``min_aggregation_size`` and ``min_reference_size`` 3."""
-    from secfpp.coordinator.federations.config import ClusteringPolicy
+    from secfpp.federation import ClusteringPolicy
 
     chosen = {
         k: v
@@ -265,7 +265,7 @@ def _noise(size: int, z: float) -> DistanceNoise | None:
     ``dp.distance_noise_multiplier = z`` (defaults otherwise; its clustering bits)."""
     if z == 0:
         return None
-    from secfpp.coordinator.federations.config import FederationCreate
+    from secfpp.federation import FederationCreate
 
     create = FederationCreate(
         name="replay", n_participants=size, dp={"distance_noise_multiplier": z}

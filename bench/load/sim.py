@@ -45,6 +45,7 @@ from secfpp.participant.client import (
     retry_after_seconds,
 )
 from secfpp.participant.engine import poll_interval
+from secfpp.participant.federation import federation_config
 from secfpp.participant.protocol import (
     aggregation_payload,
     crypto_params,
@@ -281,9 +282,10 @@ def prepare_body(
 
     Plain arguments (the raw X25519 private key), so that it can run in another process.
     """
-    params = crypto_params(config)
+    fed = federation_config(config)  # the plain document crosses the process pool
+    params = crypto_params(fed)
     number = int(task["round"])
-    size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+    size = fed.prompt.size
     trainer = FixedTrainer(index, reduced_dim=params.reduced_dim, prompt_size=size)
     out = trainer.train(number, None)
     body = share_body(
@@ -319,13 +321,14 @@ def compute_result(
 
     Plain arguments (the raw X25519 private key), so that it can run in another process.
     """
-    params = crypto_params(config)
+    fed = federation_config(config)  # the plain document crosses the process pool
+    params = crypto_params(fed)
     if stage == "distances":
         kind, spec = "prompt", params.clustering_field
         length = params.clustering_lcc().chunk_length(params.reduced_dim)
     else:
         kind, spec = "update", params.aggregation_field
-        size = int(config["prompt"]["n_ctx"]) * int(config["prompt"]["dim"])
+        size = fed.prompt.size
         length = params.aggregation_lcc().chunk_length(size)
     if inbox.startswith(b"SFI"):
         number, recipient, senders, records = unpack_inbox(inbox)
@@ -349,7 +352,7 @@ def compute_result(
         private_key=load_private_key(private_key),
         peers=peer_keys(the_task),
     )
-    if stage == "distances" and rerandomizes(config):  # as the daemon: every present zero
+    if stage == "distances" and rerandomizes(fed):  # as the daemon: every present zero
         zeros = open_inbox(
             received,
             kind=ZERO_KIND,

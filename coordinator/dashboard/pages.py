@@ -23,13 +23,13 @@ from secfpp.coordinator.auth.participant_tokens import participants_of
 from secfpp.coordinator.dashboard.charts import Cell
 from secfpp.coordinator.dashboard.timeline import RoundLine, round_line
 from secfpp.coordinator.db.models import Federation, Participant, Round, RoundEvent
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.federations.service import get_federation
 from secfpp.coordinator.rounds import history, store
 from secfpp.coordinator.rounds.machine import TERMINAL, UPLOAD_STAGES, Stage
 from secfpp.coordinator.rounds.participant_metrics import metric_values
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.dp import LedgerRecord, epsilon_by_participant
+from secfpp.federation import FederationConfig
 from secfpp.wire.limits import MAX_PAGE_LIMIT
 from secfpp.wire.messages import FederationStatus
 

@@ -3,7 +3,7 @@
 Ownership of the data:
 
 * ``federations`` hold the resolved config (JSON,
-  :class:`coordinator.federations.config.FederationConfig`);
+  :class:`secfpp.federation.FederationConfig`);
 * ``participants`` their fixed LCC index, X25519 public key (unique in the federation)
   and the SHA-256 of their API token (never the token), when it was last rotated and
   last used, and ``revoked_at`` once revoked (the row and its history stay);

@@ -1,1 +1,2 @@
-"""Federations: their configuration (what the admin chooses), the pinned backbone, enrollment."""
+"""Federations: creating and reading them, enrollment (:mod:`.service`). Their configuration
+document, which the daemons read too, is :mod:`secfpp.federation`."""

@@ -28,12 +28,12 @@ from secfpp.coordinator.auth.tokens import (
 )
 from secfpp.coordinator.db.models import EnrollmentToken, Federation, Participant
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
 from secfpp.coordinator.rounds import beacons
 from secfpp.coordinator.rounds.store import rowcount
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.transport import load_public_key
+from secfpp.federation import FederationConfig, FederationCreate
 
 __all__ = [
     "Enrollment",

@@ -18,8 +18,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import RoundBeacon
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.crypto.committee import beacon_commitment
+from secfpp.federation import FederationConfig
 
 BEACON_BYTES = 32
 

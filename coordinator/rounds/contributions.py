@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import BeaconContribution, Federation, Participant
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import beacons, store
 from secfpp.crypto.beacon_mix import (
     BAD_REVEAL,
@@ -33,6 +32,7 @@ from secfpp.crypto.beacon_mix import (
     contribution_commitment,
     contributions_digest,
 )
+from secfpp.federation import FederationConfig
 
 __all__ = ["accept", "collect", "frozen_digest", "lock_federation"]
 

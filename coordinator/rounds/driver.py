@@ -64,7 +64,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from secfpp.coordinator.db.errors import is_database_unavailable
 from secfpp.coordinator.db.models import CodedResult, Federation, Round
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.metrics import Metrics
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.machine import (
@@ -88,6 +87,7 @@ from secfpp.coordinator.rounds.protocol import (
 )
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.rng import RandomSource, SystemRandom
+from secfpp.federation import FederationConfig
 
 __all__ = [
     "Clock",

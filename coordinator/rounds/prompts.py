@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.crypto.rng import DeterministicRandom
+from secfpp.federation import FederationConfig
 
 __all__ = ["PROMPT_DTYPE", "decode_prompt", "encode_prompt", "initial_prompt"]
 

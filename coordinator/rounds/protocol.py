@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds.machine import Stage, next_stage
 from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
 from secfpp.crypto.aggregation import decode_cluster_mean
@@ -38,6 +37,7 @@ from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.secpc import decode_distances
 from secfpp.crypto.split_review import ReviewPolicy, advance, review
 from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
+from secfpp.federation import FederationConfig
 
 log = logging.getLogger(__name__)
 

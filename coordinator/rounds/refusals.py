@@ -35,7 +35,6 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, RoundEvent
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import store
 from secfpp.coordinator.rounds.driver import stage_deadline
 from secfpp.coordinator.rounds.machine import UPLOAD_STAGES, Stage
@@ -43,6 +42,7 @@ from secfpp.coordinator.rounds.probes import probe_salt_of
 from secfpp.coordinator.rounds.protocol import close_sharing
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.coordinator.rounds.uploads import _check_member, open_round
+from secfpp.federation import FederationConfig
 from secfpp.wire.messages import UploadReceipt
 
 __all__ = [

@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import Federation, Participant, Round
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import beacons, contributions, history, lifecycle, store
 from secfpp.coordinator.rounds.driver import stage_deadline
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage
@@ -32,6 +31,7 @@ from secfpp.crypto.clustering import Membership
 from secfpp.crypto.committee import round_committee
 from secfpp.crypto.dp import check_budget
 from secfpp.crypto.errors import PrivacyBudgetError
+from secfpp.federation import FederationConfig
 
 __all__ = ["abort_round", "get_round", "start_round"]
 

@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import CodedResult, Participant, Round, ShareEnvelope
 from secfpp.coordinator.errors import ProblemError, from_crypto_error
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import store, store_envelopes
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.state import RoundState
@@ -31,6 +30,7 @@ from secfpp.coordinator.rounds.views import envelope_specs
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.refusal import aggregation_request_digest, distance_request_digest
 from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
+from secfpp.federation import FederationConfig
 from secfpp.wire.messages import UploadReceipt
 
 __all__ = ["Envelope", "SealedEnvelope", "accept_result", "accept_shares", "open_round"]

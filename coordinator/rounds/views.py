@@ -21,7 +21,6 @@ from secfpp.coordinator.db.models import (
     ShareEnvelope,
 )
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds import beacons, store, store_envelopes
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.participant_metrics import round_metrics
@@ -31,6 +30,7 @@ from secfpp.crypto.clustering import Membership
 from secfpp.crypto.rerandomize import output_bound
 from secfpp.crypto.transport import ENVELOPE_OVERHEAD
 from secfpp.crypto.wire import element_width
+from secfpp.federation import FederationConfig
 from secfpp.wire.messages import (
     AggregationTask,
     ClusterSet,

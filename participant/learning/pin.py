@@ -10,25 +10,24 @@ trains or shares anything; :class:`BackboneMismatchError` ends the daemon with e
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import BackboneMismatchError
+from secfpp.wire.backbone import BackboneConfig
 
 __all__ = ["check_pin", "pinned_model"]
 
 _log = logging.getLogger(__name__)
 
 
-def pinned_model(config: Mapping[str, Any]) -> str | None:
+def pinned_model(pin: BackboneConfig | None) -> str | None:
     """The open_clip model the federation pins, or None (an unpinned federation)."""
-    pin = config.get("backbone")
-    return None if not pin else str(pin["model"])
+    return None if pin is None else pin.model
 
 
-def check_pin(config: Mapping[str, Any], backbone: Backbone, *, where: str = "federation") -> None:
-    """Refuse ``backbone`` unless it is the model and weights ``config["backbone"]`` pins.
+def check_pin(pin: BackboneConfig | None, backbone: Backbone, *, where: str = "federation") -> None:
+    """Refuse ``backbone`` unless it is the model and weights ``pin`` (the federation
+    config's ``backbone``) names.
 
     An unpinned config (no ``backbone``: created before pins existed, or explicitly null)
     is accepted with a warning; the prompt width is still checked by the trainer.
@@ -36,8 +35,7 @@ def check_pin(config: Mapping[str, Any], backbone: Backbone, *, where: str = "fe
     Raises:
         BackboneMismatchError: another model, or weights with another fingerprint.
     """
-    pin = config.get("backbone")
-    if not pin:
+    if pin is None:
         _log.warning(
             "the %s pins no backbone: nothing proves that every participant runs the same "
             "weights as '%s' (sha256 %s)",
@@ -46,7 +44,7 @@ def check_pin(config: Mapping[str, Any], backbone: Backbone, *, where: str = "fe
             backbone.fingerprint,
         )
         return
-    model, fingerprint = str(pin["model"]), str(pin["weights_sha256"])
+    model, fingerprint = pin.model, pin.weights_sha256
     if backbone.name != model:
         raise BackboneMismatchError(
             f"the {where} pins backbone model '{model}' but this participant loaded "

@@ -1,4 +1,11 @@
-"""A federation's configuration: what the admin chooses when creating it.
+"""A federation's configuration: what the admin chooses when creating it, and the document
+both sides read (the coordinator stores it; every daemon parses the copy ``/v1/participants/me``
+returns into :class:`FederationConfig` and refuses one it cannot validate, e.g. with a setting
+it does not know and so could not honour).
+
+It lives beside the wire schema (:mod:`secfpp.wire`), not in the coordinator, because both
+installs need it; unlike the wire schema it also imports the crypto core (pydantic, the
+standard library and :mod:`secfpp.crypto` only, ``tests/test_wire_layering.py``).
 
 The crypto part is resolved once, at creation, into explicit codes, fields and bounds
 (:meth:`FederationConfig.crypto_params` rebuilds the core's validated
@@ -19,45 +26,45 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.federations.backbones import BackboneConfig
-from secfpp.coordinator.federations.config.base import TINY_OFFLINE_WIDTH, _Frozen
-from secfpp.coordinator.federations.config.crypto import (
+from secfpp.crypto.dp.distance import DistanceNoise, with_distance_noise_headroom
+from secfpp.crypto.dp.distributed import DistributedNoise, with_distributed_headroom
+from secfpp.crypto.errors import ParameterError
+from secfpp.crypto.params import CryptoParams
+from secfpp.federation.backbones import BackboneConfig
+from secfpp.federation.base import TINY_OFFLINE_WIDTH, _Frozen
+from secfpp.federation.crypto import (
     CodeSpecModel,
     CryptoConfig,
     FieldSpecModel,
     Tolerance,
     rerandomize_by_default,
 )
-from secfpp.coordinator.federations.config.dp import (
+from secfpp.federation.dp import (
     LDP_DEFAULT_CLIP_NORM,
     LDP_DEFAULT_NOISE_MULTIPLIER,
     LDP_DEFAULT_RANK,
     DifferentialPrivacyConfig,
 )
-from secfpp.coordinator.federations.config.policy import (
+from secfpp.federation.policy import (
     ClusteringPolicy,
     DeadlineConfig,
     ReductionConfig,
     RoundPolicy,
 )
-from secfpp.coordinator.federations.config.prompt import (
+from secfpp.federation.prompt import (
     BackboneRequest,
     PromptConfig,
     PromptRequest,
     PromptShape,
     resolve_prompt_dim,
 )
-from secfpp.coordinator.federations.config.prototypes import (
+from secfpp.federation.prototypes import (
     MAX_CLASS_NAME_CHARS,
     MAX_PROTOTYPE_CLASSES,
     PROTOTYPE_STRATEGIES,
     PrototypeConfig,
     Strategy,
 )
-from secfpp.crypto.dp.distance import DistanceNoise, with_distance_noise_headroom
-from secfpp.crypto.dp.distributed import DistributedNoise, with_distributed_headroom
-from secfpp.crypto.errors import ParameterError
-from secfpp.crypto.params import CryptoParams
 from secfpp.wire import limits
 
 __all__ = [

@@ -10,4 +10,4 @@ class _Frozen(BaseModel):
 
 
 TINY_OFFLINE_WIDTH = 128
-"""Text width of the default backbone ``tiny-offline`` (coordinator/federations/backbones.json)."""
+"""Text width of the default backbone ``tiny-offline`` (secfpp/federation/backbones.json)."""

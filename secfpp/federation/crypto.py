@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from secfpp.coordinator.federations.config.base import _Frozen
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
 from secfpp.crypto.rerandomize import output_bound
 from secfpp.crypto.wire import element_width
+from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
 
 

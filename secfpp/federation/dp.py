@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.federations.config.base import _Frozen
 from secfpp.crypto.dp.accounting import calibrate_noise_multiplier
 from secfpp.crypto.errors import ParameterError
+from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
 
 LDP_DEFAULT_RANK = 8

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from secfpp.coordinator.federations.backbones import (
+from secfpp.crypto.errors import ParameterError
+from secfpp.federation.backbones import (
     DEFAULT_MODEL,
     MODEL_NAME_PATTERN,
     BackboneConfig,
     known_fingerprint,
     text_width,
 )
-from secfpp.coordinator.federations.config.base import TINY_OFFLINE_WIDTH, _Frozen
-from secfpp.crypto.errors import ParameterError
+from secfpp.federation.base import TINY_OFFLINE_WIDTH, _Frozen
 from secfpp.wire import limits
 from secfpp.wire.types import HEX32_PATTERN
 

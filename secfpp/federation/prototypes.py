@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from secfpp.coordinator.federations.config.base import _Frozen
+from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
 
 PROTOTYPE_STRATEGIES = ("protopfl-igpp", "protopfl-vpdr")

@@ -3,7 +3,7 @@
 Every participant must run the same frozen CLIP: prompts, updates and distances only mean
 something in one text embedding space. A task names the open_clip model and the SHA-256
 fingerprint of its weights; the daemon refuses to train or share on anything else
-(:mod:`secfpp.coordinator.federations.backbones` holds the coordinator's catalog of known models).
+(:mod:`secfpp.federation.backbones` holds the coordinator's catalog of known models).
 """
 
 from __future__ import annotations

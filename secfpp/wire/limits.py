@@ -1,5 +1,5 @@
 """Every bound the API puts on what a caller may send: one table, part of the wire contract,
-used by the federation configuration (:mod:`coordinator.federations.config`), the request
+used by the federation configuration (:mod:`secfpp.federation`), the request
 models (:mod:`coordinator.api.schemas.federations`) and the route parameters
 (:mod:`coordinator.api.params`), so the OpenAPI schema states each range. It lives in
 :mod:`secfpp.wire` (standard library only) so that the configuration, which the round core

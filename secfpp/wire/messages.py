@@ -144,7 +144,7 @@ class MeResponse(ParticipantIdentity):
     federation's config document.
 
     The config is the coordinator's federation schema (validated there when the federation
-    was created, ``secfpp.coordinator.federations.config``); the participant keeps the
+    was created, ``secfpp.federation``); the participant keeps the
     document (``identity.json``) and its stages read the parts they use.
     """
 

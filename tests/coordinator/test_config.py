@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
+from secfpp.federation import FederationConfig, FederationCreate
 from tests.support.common import ADMIN
 
 SMALL: dict[str, Any] = {

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from secfpp.coordinator.federations.config import CryptoConfig, FederationCreate
 from secfpp.crypto.dp.distance import DistanceNoise
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.params import CryptoParams
+from secfpp.federation import CryptoConfig, FederationCreate
 
 
 def _create(**kw: Any) -> FederationCreate:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from secfpp.coordinator.federations.config import FederationCreate
-from secfpp.coordinator.federations.config.crypto import (
+from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rerandomize import output_bound
+from secfpp.federation import FederationCreate
+from secfpp.federation.crypto import (
     AUTO_RERANDOMIZE_MAX_BYTES,
     rerandomize_by_default,
     zero_sharing_upload_bytes,
 )
-from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import output_bound
 
 
 def _resolve(n: int, **tolerance: object) -> bool:

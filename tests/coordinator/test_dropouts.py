@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.models import Round
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds.prompts import initial_prompt
+from secfpp.federation import FederationConfig
 
 
 def test_one_dropout_in_each_stage_is_tolerated(harness: Any, clock: Any) -> None:

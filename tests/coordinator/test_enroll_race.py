@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import sessionmaker
 
 from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
-from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.coordinator.federations.service import (
     create_federation,
     enroll,
     issue_enrollment_tokens,
 )
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
+from secfpp.federation import FederationCreate
 from tests.support.coordinator import federation_request
 from tests.support.threads import run_in_threads
 

@@ -18,9 +18,9 @@ from secfpp.coordinator.api.body import json_depth
 from secfpp.coordinator.api.deps import release
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.db.models import Federation, Participant, Round
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.settings import Settings
+from secfpp.federation import FederationConfig
 
 
 def _settings(db_url: str, **overrides: Any) -> Settings:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.protocol import close_sharing
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.dp.distance import noisy_contributor_floor
+from secfpp.federation import FederationConfig, FederationCreate
 
 N = 8
 

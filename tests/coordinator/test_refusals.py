@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.coordinator.app import create_app
-from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.coordinator.rounds.refusals import accusation_quorum, convicted_senders
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, private_key_bytes
+from secfpp.federation import FederationCreate
 from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll

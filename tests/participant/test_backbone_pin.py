@@ -134,7 +134,7 @@ def test_the_fingerprint_command_prints_the_pin(capsys: pytest.CaptureFixture[st
 def test_the_shipped_records_agree() -> None:
     import json
 
-    from secfpp.coordinator.federations.backbones import known_fingerprint
+    from secfpp.federation.backbones import known_fingerprint
     from secfpp.participant.backbones import WEIGHTS_DIR
 
     record = json.loads((WEIGHTS_DIR / "tiny-offline.json").read_text())
@@ -142,14 +142,14 @@ def test_the_shipped_records_agree() -> None:
 
 
 def test_the_coordinators_catalog_agrees_with_open_clip() -> None:
-    """coordinator/federations/backbones.json (the widths the torch-free coordinator derives
+    """secfpp/federation/backbones.json (the widths the torch-free coordinator derives
     prompt.dim from) is what open_clip and the shipped configs say; regenerate it with
     scripts/backbone_catalog.py after upgrading open_clip."""
     import json
 
     import open_clip
 
-    from secfpp.coordinator.federations.backbones import CATALOG, text_width
+    from secfpp.federation.backbones import CATALOG, text_width
     from secfpp.participant.backbones import register_offline_models
 
     register_offline_models()

@@ -21,6 +21,8 @@ from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import ReferenceSets, decode_distances, plaintext_distances
 from secfpp.crypto.transport import KeyRing, generate_keypair, public_key_bytes
 from secfpp.crypto.wire import unpack_field_vector
+from secfpp.federation import FederationCreate
+from secfpp.participant.federation import FederationConfigError, federation_config
 from secfpp.participant.protocol import OpenedShares, distance_payload, open_inbox, share_body
 from secfpp.participant.rerandomize import (
     ZERO_CONTEXT_STAGE,
@@ -162,9 +164,22 @@ def test_zero_envelopes_do_not_open_as_prompt_shares() -> None:
 
 
 def test_the_choice_comes_from_the_federation_config() -> None:
-    assert rerandomizes({"crypto": {"rerandomize_distances": True}})
-    assert not rerandomizes({"crypto": {"rerandomize_distances": 1}})
-    assert not rerandomizes({"crypto": {}})
+    body = {"name": "f", "n_participants": 8, "backbone": None, "prompt": {"n_ctx": 2, "dim": 8}}
+    on = FederationCreate.model_validate(body).resolve()  # automatic: on at N = 8
+    assert rerandomizes(on)
+    off = FederationCreate.model_validate(
+        {**body, "tolerance": {"rerandomize_distances": False}}
+    ).resolve()
+    assert not rerandomizes(off)
+    noisy = FederationCreate.model_validate(
+        {**body, "dp": {"distance_noise_multiplier": 1.0}}
+    ).resolve()
+    assert rerandomizes(noisy)  # the noise travels on the re-randomizing polynomial
+    # the daemon parses the document strictly: a 1 is not a boolean
+    doc = off.model_dump(mode="json")
+    doc["crypto"]["rerandomize_distances"] = 1
+    with pytest.raises(FederationConfigError, match=r"crypto\.rerandomize_distances"):
+        federation_config(doc)
 
 
 def test_a_zero_sharing_of_another_length_is_refused_before_sharing() -> None:

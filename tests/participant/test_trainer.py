@@ -6,14 +6,25 @@ from typing import Any
 
 import pytest
 
+from secfpp.federation import FederationConfig, FederationCreate
 from secfpp.participant.learning import LearningConfigError
 from secfpp.participant.learning.strategies import DpFplConfig
 from secfpp.participant.trainer import strategy_settings
 
-DPFPL: dict[str, Any] = {
-    "strategy": "dpfpl",
-    "dp": {"ldp_rank": 2, "ldp_clip_norm": 0.5, "ldp_noise_multiplier": 1.1},
-}
+
+def _config(strategy: str, dp: dict[str, Any]) -> FederationConfig:
+    body = {
+        "name": "f",
+        "strategy": strategy,
+        "n_participants": 8,
+        "backbone": None,
+        "prompt": {"n_ctx": 4, "dim": 8},
+        "dp": dp,
+    }
+    return FederationCreate.model_validate(body).resolve()
+
+
+DPFPL = _config("dpfpl", {"ldp_rank": 2, "ldp_clip_norm": 0.5, "ldp_noise_multiplier": 1.1})
 
 
 def test_dpfpl_trains_under_the_federation_ldp() -> None:
@@ -31,7 +42,14 @@ def test_a_matching_local_override_is_fine_a_different_one_refused() -> None:
 
 
 def test_nulls_and_other_strategies_leave_the_local_settings() -> None:
-    old = {"strategy": "dpfpl", "dp": {"mechanism": "none"}}
+    # a federation stored before the LDP settings existed: nulls leave the local values
+    resolved = _config("dpfpl", {})
+    old = resolved.model_copy(
+        update={
+            "dp": resolved.dp.model_copy(
+                update={"ldp_rank": None, "ldp_clip_norm": None, "ldp_noise_multiplier": None}
+            )
+        }
+    )
     assert strategy_settings(old, {"noise_multiplier": 2.0}) == {"noise_multiplier": 2.0}
-    secfpp = {"strategy": "secfpp", "dp": {"ldp_rank": 2}}
-    assert strategy_settings(secfpp, None) == {}
+    assert strategy_settings(_config("secfpp", {}), None) == {}

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import numpy as np
 
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.aggregation import clip_update, member_sums, prepare_update
 from secfpp.crypto.quantize import quantize
@@ -40,6 +39,7 @@ from secfpp.crypto.transport import (
     seal_share,
 )
 from secfpp.crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
+from secfpp.federation import FederationConfig
 from tests.support import federations
 from tests.support.common import ADMIN, ADMIN_TOKEN, b64d, b64e
 

@@ -19,7 +19,6 @@ from secfpp.coordinator.api.schemas.federations import (
     EnrollmentTokensRequest,
     FederationOut,
 )
-from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.coordinator.federations.service import (
     create_federation,
     federation_config,
@@ -29,6 +28,7 @@ from secfpp.coordinator.federations.service import (
 from secfpp.coordinator.rounds import service, store, views
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.rounds.participant_metrics import federation_metrics
+from secfpp.federation import FederationCreate
 from secfpp.wire.messages import FederationMetrics, RoundStatus
 
 __all__ = ["router"]

@@ -37,9 +37,9 @@ from secfpp.coordinator.api.schemas.federations import (
     RoundSummary,
 )
 from secfpp.coordinator.db.models import Federation, Participant
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.federations.service import enrolled_count, get_federation
 from secfpp.coordinator.rounds import history, store
+from secfpp.federation import FederationConfig
 from secfpp.wire.limits import INT32_MAX, MAX_PARTICIPANTS, PAGE_LIMIT_DEFAULT
 from secfpp.wire.messages import FederationStatus
 

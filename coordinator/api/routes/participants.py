@@ -44,7 +44,6 @@ from secfpp.coordinator.api.params import ParticipantRef, RoundNumber
 from secfpp.coordinator.api.schemas.federations import ParticipantOut
 from secfpp.coordinator.db.models import Participant, Round
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.federations.config import FederationConfig
 from secfpp.coordinator.federations.service import enroll as enroll_participant
 from secfpp.coordinator.rounds import attestations, contributions, refusals, uploads, views
 from secfpp.coordinator.rounds.driver import RoundDriver
@@ -52,6 +51,7 @@ from secfpp.coordinator.rounds.machine import TERMINAL, Stage
 from secfpp.coordinator.rounds.participant_metrics import record_metrics
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.wire import pack_inbox
+from secfpp.federation import FederationConfig
 from secfpp.wire.messages import (
     AttestationIn,
     AttestationReceipt,

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from pydantic import ConfigDict, Field
 
-from secfpp.coordinator.federations.config import FederationConfig
+from secfpp.federation import FederationConfig
 from secfpp.wire import limits
 from secfpp.wire.messages import FederationStatus, ParticipantIdentity
 from secfpp.wire.types import WireModel

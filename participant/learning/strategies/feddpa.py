@@ -32,7 +32,7 @@ participant's cluster (FedDPA is unclustered: one cluster, one global prompt):
    :mod:`crypto.dp.distributed`), from the CSPRNG, so the cluster sum is computed on shares
    and already carries noise of std ``>= sigma C``; ``sigma`` is calibrated with dp-accounting's
    RDP accountant to the federation's ``dp.target_epsilon`` over ``rounds.total`` rounds
-   (:class:`coordinator.federations.config.DifferentialPrivacyConfig`), and the coordinator's ledger
+   (:class:`secfpp.federation.DifferentialPrivacyConfig`), and the coordinator's ledger
    records every noisy sum and refuses rounds past the budget. This is eq. 3's
    ``N(0, C^2 sigma^2 / |M_t|)`` per client with ``|M_t|`` replaced by the smallest member set
    a participant accepts (never less noise than the paper's).

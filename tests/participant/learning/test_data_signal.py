@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from secfpp.coordinator.federations.config import ClusteringPolicy, FederationCreate
+from secfpp.federation import ClusteringPolicy, FederationCreate
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError
 from secfpp.participant.learning.features import FeatureSet

@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from torch.nn.functional import log_softmax
 
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from secfpp.coordinator.federations.config import FederationConfig, FederationCreate
 from secfpp.coordinator.rounds.protocol import planned_releases
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.aggregation import prepare_update
@@ -29,6 +28,8 @@ from secfpp.crypto.dp.ledger import LedgerRecord
 from secfpp.crypto.errors import ParameterError, PrivacyBudgetError
 from secfpp.crypto.quantize import lift
 from secfpp.crypto.rng import DeterministicRandom
+from secfpp.federation import FederationConfig, FederationCreate
+from secfpp.participant.federation import federation_config
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError
 from secfpp.participant.learning.features import FeatureSet
@@ -253,12 +254,12 @@ def test_target_epsilon_is_calibrated_with_rdp_and_caps_the_budget() -> None:
     assert epsilon_for(z, rounds=10, delta=1e-5, method="rdp") <= 4.0
     assert epsilon_for(z - 2e-3, rounds=10, delta=1e-5, method="rdp") > 4.0  # tight
     assert config.dp.epsilon_budget == 4.0
-    assert strategy_settings(config.model_dump(mode="json"), {"tau": 0.4}) == {
+    assert strategy_settings(config, {"tau": 0.4}) == {
         "tau": 0.4,
         "clip_norm": 0.5,
     }
     with pytest.raises(LearningConfigError, match="clip_norm"):
-        strategy_settings(config.model_dump(mode="json"), {"clip_norm": 1.0})
+        strategy_settings(config, {"clip_norm": 1.0})
 
 
 def test_federation_settings_are_refused_when_inconsistent() -> None:
@@ -289,9 +290,10 @@ def test_federation_settings_are_refused_when_inconsistent() -> None:
 
 def test_noise_the_participants_add_has_the_accountants_std() -> None:
     config = _create(target_epsilon=2.0).resolve()
-    doc = config.model_dump(mode="json")
-    params = crypto_params(doc)
-    noise = distributed_noise(doc, params)
+    # as the daemon reads it: the stored document parsed into the typed config
+    daemon = federation_config(config.model_dump(mode="json"))
+    params = crypto_params(daemon)
+    noise = distributed_noise(daemon, params)
     assert noise is not None
     assert noise.noise_multiplier == config.dp.noise_multiplier
     spec = params.aggregation_field

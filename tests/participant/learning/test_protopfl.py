@@ -14,11 +14,11 @@ import torch
 
 from demo import simulation
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from secfpp.coordinator.federations.config import FederationCreate
 from secfpp.crypto.aggregation import decode_cluster_mean, member_sums, prepare_update
 from secfpp.crypto.dp.groupwise import class_sums
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rng import DeterministicRandom
+from secfpp.federation import FederationCreate
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError
 from secfpp.participant.learning.features import FeatureSet
@@ -311,14 +311,13 @@ def test_federation_config_fixes_the_prototype_block() -> None:
         FederationCreate.model_validate(
             {**body, "rounds": {"total": None}},
         )
-    doc = config.model_dump(mode="json")
-    settings = strategy_settings(doc, {"lr": 0.1})
+    settings = strategy_settings(config, {"lr": 0.1})
     assert (settings["epsilon"], settings["rounds"], settings["lr"]) == (2.0, 5, 0.1)
     assert "n_classes" not in settings
-    igpp_doc = {**doc, "strategy": "protopfl-igpp"}
-    assert "kd_weight" not in strategy_settings(igpp_doc)
+    igpp = config.model_copy(update={"strategy": "protopfl-igpp"})
+    assert "kd_weight" not in strategy_settings(igpp)
     with pytest.raises(LearningConfigError, match="fixed by the federation"):
-        strategy_settings(doc, {"epsilon": 3.0})
+        strategy_settings(config, {"epsilon": 3.0})
 
 
 # -- end to end -----------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from demo import simulation
 from demo.simulation import ParticipantData, SimulationConfig, simulate
-from secfpp.coordinator.federations.config import FederationCreate, PrototypeConfig
 from secfpp.crypto.rng import DeterministicRandom
+from secfpp.federation import FederationCreate, PrototypeConfig
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError
 from secfpp.participant.learning.features import FeatureSet
@@ -160,11 +160,11 @@ def test_federation_class_list_sets_the_block_and_the_settings() -> None:
     assert config.prototypes.n_classes == 5
     assert config.aggregation_length == 5 * (D + 1)
     assert config.global_shape == (5, D + 1)
-    settings = strategy_settings(config.model_dump(mode="json"))
+    settings = strategy_settings(config)
     assert settings["classes"] == list(UNION)
     assert "n_classes" not in settings
     plain = FederationCreate.model_validate(_body({"n_classes": 3, "dim": D})).resolve()
-    assert "classes" not in strategy_settings(plain.model_dump(mode="json"))
+    assert "classes" not in strategy_settings(plain)
 
 
 @pytest.mark.parametrize(
