@@ -54,11 +54,8 @@ from secfpp.participant.protocol import (
     aggregation_payload,
     aggregation_sets,
     committee_of,
-    crypto_params,
-    distance_noise,
     distance_payload,
     distance_request,
-    distributed_noise,
     open_inbox,
     peer_keys,
     prompt_from_document,
@@ -139,12 +136,6 @@ class Trainer(Protocol):
         ...
 
 
-def _aggregation_length(config: FederationConfig) -> int:
-    """Entries of the aggregation vector: ``n_ctx * dim`` (``g_i``), or for ``protopfl-*``
-    ``n_classes * (dim + 1)`` (the prototype block), as the coordinator's config fixes it."""
-    return config.aggregation_length
-
-
 class Engine:
     """One participant's protocol loop over a :class:`CoordinatorClient`."""
 
@@ -179,7 +170,7 @@ class Engine:
         # lifetime, not one per envelope (crypto.transport.KeyRing).
         self.key_ring = KeyRing(self.private_key)
         self.config: FederationConfig = federation_config(ident.get("config") or client.me().config)
-        self.params: CryptoParams = crypto_params(self.config)
+        self.params: CryptoParams = self.config.crypto_params()
         self._beacon_log: dict[str, str] | None = None
         self._handled: set[int] = set()
         """Rounds whose outcome this process fetched (also those caught up late)."""
@@ -429,8 +420,8 @@ class Engine:
                 reduced=self.state.read_array(self._path(number, "reduced.npy")),
                 update=self.state.read_array(self._path(number, "update.npy")),
                 rng=self.rng,
-                noise=distributed_noise(self.config, self.params),  # distributed DP, else None
-                distance_noise=distance_noise(self.config, self.params),  # distance-stage DP
+                noise=self.config.distributed_noise(self.params),  # distributed DP, else None
+                distance_noise=self.config.distance_noise(self.params),  # distance-stage DP
             )
             self.state.write_bytes(body_path, json.dumps(body).encode())
             progress["sharing_specs"] = [spec.model_dump(mode="json") for spec in sharing.envelopes]
@@ -452,7 +443,7 @@ class Engine:
             length = zero_sharing_length(self.params)
         else:
             prime = self.params.aggregation_field.prime
-            size = _aggregation_length(self.config)
+            size = self.config.aggregation_length
             length = self.params.aggregation_lcc().chunk_length(size)
         inbox = self.client.inbox(self.participant_id, number)
         opened = open_inbox(
@@ -532,7 +523,7 @@ class Engine:
                         opened,
                         self.params,
                         zeros=zeros,
-                        noisy=distance_noise(self.config, self.params) is not None,
+                        noisy=self.config.distance_noise(self.params) is not None,
                     )
                 else:
                     payload, digest = distance_payload(task, opened, self.params)

@@ -57,7 +57,6 @@ from secfpp.crypto.wire import (
     unpack_field_vectors,
     vector_size,
 )
-from secfpp.federation import FederationConfig
 from secfpp.participant.contributions import Evidence
 from secfpp.participant.rerandomize import ZERO_KIND, zero_sharing_length
 from secfpp.wire.messages import PromptOut, Task
@@ -72,9 +71,7 @@ __all__ = [
     "aggregation_payload",
     "aggregation_sets",
     "committee_of",
-    "crypto_params",
     "distance_payload",
-    "distributed_noise",
     "open_inbox",
     "peer_keys",
     "round_committee",
@@ -82,11 +79,6 @@ __all__ = [
     "stage_request",
     "task_round",
 ]
-
-
-def crypto_params(config: FederationConfig) -> CryptoParams:
-    """The federation's validated :class:`CryptoParams` (``config.crypto_params()``)."""
-    return config.crypto_params()
 
 
 def round_committee(
@@ -210,31 +202,6 @@ def peer_keys(task: Task) -> dict[int, X25519PublicKey]:
     peer seen for the first time costs an X25519 operation.
     """
     return {p.index: load_public_key(base64.b64decode(p.public_key)) for p in task.peers}
-
-
-def distance_noise(config: FederationConfig, params: CryptoParams) -> DistanceNoise | None:
-    """The federation's distance-stage noise (``dp.distance_noise_multiplier``), else None.
-
-    Refuses (ParameterError) parameters whose noisy distances could wrap the clustering
-    field (:mod:`crypto.dp.distance`).
-    """
-    z = config.dp.distance_noise_multiplier
-    if z is None:
-        return None
-    return DistanceNoise.for_params(
-        params, noise_multiplier=float(z), l2_clip=float(config.dp.distance_l2_clip)
-    )
-
-
-def distributed_noise(config: FederationConfig, params: CryptoParams) -> DistributedNoise | None:
-    """The federation's distributed-DP noise (``dp.mechanism == "distributed"``), else None.
-
-    Refuses (ParameterError) parameters whose noisy sums could wrap the field.
-    """
-    dp = config.dp
-    if dp.mechanism != "distributed" or dp.noise_multiplier is None:
-        return None
-    return DistributedNoise.for_params(params, noise_multiplier=float(dp.noise_multiplier))
 
 
 def share_body(

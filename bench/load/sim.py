@@ -38,6 +38,7 @@ from secfpp.crypto.transport import (
     public_key_bytes,
 )
 from secfpp.crypto.wire import pack_envelopes, unpack_inbox
+from secfpp.federation import FederationConfig
 from secfpp.participant.client import (
     RETRY_STATUSES,
     ReceivedEnvelope,
@@ -48,7 +49,6 @@ from secfpp.participant.engine import poll_interval
 from secfpp.participant.federation import federation_config
 from secfpp.participant.protocol import (
     aggregation_payload,
-    crypto_params,
     distance_payload,
     open_inbox,
     peer_keys,
@@ -92,7 +92,8 @@ class LoadMember:
     index: int = -1
     participant_id: str = ""
     federation_id: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
+    config: FederationConfig | None = None
+    """The federation's config, parsed from ``/me`` at enrollment (as the daemon does)."""
     prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
     binary: bool = True
     """Binary share uploads and inboxes (False: the JSON bodies, for comparison)."""
@@ -161,10 +162,11 @@ class LoadMember:
         me = await self.call("me", "GET", "/v1/participants/me")
         if me.status_code != 200:
             raise RuntimeError(f"{self.name}: /me answered {me.status_code}")
-        self.config = me.json()["config"]
+        self.config = federation_config(me.json()["config"])
 
     def body_args(self, number: int, sharing_task: dict[str, Any]) -> tuple[Any, ...]:
-        """Arguments of :func:`prepare_body` for this member (plain values, picklable)."""
+        """Arguments of :func:`prepare_body` for this member (picklable)."""
+        assert self.config is not None, "enroll first"
         return (
             self.config,
             self.federation_id,
@@ -232,6 +234,7 @@ class LoadMember:
         r = await self.call("inbox", "GET", path, headers=BINARY_INBOX if self.binary else None)
         if r.status_code != 200:
             return
+        assert self.config is not None, "enroll first"
         args = (
             self.config,
             self.federation_id,
@@ -267,7 +270,7 @@ class LoadMember:
 
 
 def prepare_body(
-    config: Mapping[str, Any],
+    config: FederationConfig,
     federation_id: str,
     index: int,
     private_key: bytes,
@@ -280,12 +283,12 @@ def prepare_body(
     does): the stand-in trainer's ``x_i`` and ``g_i`` quantized, shared, sealed and packed
     (binary) or JSON-encoded.
 
-    Plain arguments (the raw X25519 private key), so that it can run in another process.
+    Picklable arguments (the raw X25519 private key, the parsed config), so that it can
+    run in another process.
     """
-    fed = federation_config(config)  # the plain document crosses the process pool
-    params = crypto_params(fed)
+    params = config.crypto_params()
     number = int(task["round"])
-    size = fed.prompt.size
+    size = config.prompt.size
     trainer = FixedTrainer(index, reduced_dim=params.reduced_dim, prompt_size=size)
     out = trainer.train(number, None)
     body = share_body(
@@ -308,7 +311,7 @@ def prepare_body(
 
 
 def compute_result(
-    config: Mapping[str, Any],
+    config: FederationConfig,
     federation_id: str,
     index: int,
     private_key: bytes,
@@ -319,16 +322,16 @@ def compute_result(
     """Open the inbox (JSON or binary bytes) and compute the packed coded result of ``stage``
     (``distances`` or ``aggregation``) and its request digest, as the daemon does.
 
-    Plain arguments (the raw X25519 private key), so that it can run in another process.
+    Picklable arguments (the raw X25519 private key, the parsed config), so that it can
+    run in another process.
     """
-    fed = federation_config(config)  # the plain document crosses the process pool
-    params = crypto_params(fed)
+    params = config.crypto_params()
     if stage == "distances":
         kind, spec = "prompt", params.clustering_field
         length = params.clustering_lcc().chunk_length(params.reduced_dim)
     else:
         kind, spec = "update", params.aggregation_field
-        size = fed.prompt.size
+        size = config.prompt.size
         length = params.aggregation_lcc().chunk_length(size)
     if inbox.startswith(b"SFI"):
         number, recipient, senders, records = unpack_inbox(inbox)
@@ -352,7 +355,7 @@ def compute_result(
         private_key=load_private_key(private_key),
         peers=peer_keys(the_task),
     )
-    if stage == "distances" and rerandomizes(fed):  # as the daemon: every present zero
+    if stage == "distances" and rerandomizes(config):  # as the daemon: every present zero
         zeros = open_inbox(
             received,
             kind=ZERO_KIND,

@@ -27,11 +27,10 @@ from secfpp.coordinator.rounds.machine import Stage, next_stage
 from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
 from secfpp.crypto.aggregation import decode_cluster_mean
 from secfpp.crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
-from secfpp.crypto.dp import DistributedNoise, LedgerRecord, gdp_sigma, mean_sensitivity
-from secfpp.crypto.dp.distance import DistanceNoise, noisy_contributor_floor
+from secfpp.crypto.dp import LedgerRecord, gdp_sigma, mean_sensitivity
+from secfpp.crypto.dp.distance import noisy_contributor_floor
 from secfpp.crypto.errors import DecodeError
 from secfpp.crypto.lcc import Decoded
-from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.refset_rules import effective_minimum
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.secpc import decode_distances
@@ -193,7 +192,7 @@ def run_clustering(
     if refs is None:
         raise ValueError("clustering stage without reference sets")
     spec = params.clustering_field
-    noise = distance_noise_of(config, params)
+    noise = config.distance_noise(params)
     points = _Points(state)
     vectors = {
         points.point(j): unpack_field_vector(
@@ -282,14 +281,6 @@ def run_clustering(
     return Outcome(target, state, detail, ledger=(record,))
 
 
-def distance_noise_of(config: FederationConfig, params: CryptoParams) -> DistanceNoise | None:
-    """The federation's distance-stage noise (:mod:`crypto.dp.distance`), else None."""
-    z = config.dp.distance_noise_multiplier
-    if z is None:
-        return None
-    return DistanceNoise.for_params(params, noise_multiplier=z, l2_clip=config.dp.distance_l2_clip)
-
-
 def planned_releases(
     config: FederationConfig, federation_id: str, number: int, state: RoundState
 ) -> list[LedgerRecord]:
@@ -302,7 +293,7 @@ def planned_releases(
     membership = state.membership_obj()
     releases: list[LedgerRecord] = []
     if state.clustering:
-        noise = distance_noise_of(config, config.crypto_params())
+        noise = config.distance_noise()
         if noise is not None:
             releases.append(
                 noise.planned_record(
@@ -331,10 +322,8 @@ def _release(
     members: tuple[int, ...],
     noise_multiplier: float,
 ) -> LedgerRecord:
-    if config.dp.mechanism == "distributed":  # each contributor's share, before sharing
-        noise = DistributedNoise.for_params(
-            config.crypto_params(), noise_multiplier=noise_multiplier
-        )
+    noise = config.distributed_noise()  # each contributor's share, before sharing
+    if noise is not None:
         return noise.record(
             federation_id=federation_id,
             round=number,

@@ -253,10 +253,8 @@ class FederationCreate(_Policy):
             crypto=crypto,
         )
         params = config.crypto_params()  # validates bounds
-        if dp.mechanism == "distributed" and dp.noise_multiplier is not None:
-            DistributedNoise.for_params(params, noise_multiplier=dp.noise_multiplier)  # fits p
-        if dz is not None:
-            DistanceNoise.for_params(params, noise_multiplier=dz, l2_clip=dp.distance_l2_clip)
+        config.distributed_noise(params)  # the noisy sums fit p
+        config.distance_noise(params)  # the noisy distances fit p
         return config
 
 
@@ -304,6 +302,37 @@ class FederationConfig(_Policy):
 
     def crypto_params(self) -> CryptoParams:
         return self.crypto.to_params(self.n_participants)
+
+    def distance_noise(self, params: CryptoParams | None = None) -> DistanceNoise | None:
+        """The distance-stage noise (``dp.distance_noise_multiplier``, :mod:`crypto.dp.
+        distance`), else None; what the coordinator accounts and every daemon adds.
+        ``params``: :meth:`crypto_params`, when the caller holds it already.
+
+        Raises:
+            ParameterError: noisy distances could wrap the clustering field, or the
+                federation is smaller than the noise's contributor floor.
+        """
+        z = self.dp.distance_noise_multiplier
+        if z is None:
+            return None
+        return DistanceNoise.for_params(
+            params or self.crypto_params(), noise_multiplier=z, l2_clip=self.dp.distance_l2_clip
+        )
+
+    def distributed_noise(self, params: CryptoParams | None = None) -> DistributedNoise | None:
+        """The distributed noise of cluster sums (``dp.mechanism == "distributed"``,
+        :mod:`crypto.dp.distributed`), else None. ``params`` as for :meth:`distance_noise`.
+
+        Raises:
+            ParameterError: noisy sums could wrap the field, or ``min_aggregation_size``
+                leaves no honest share.
+        """
+        dp = self.dp
+        if dp.mechanism != "distributed" or dp.noise_multiplier is None:
+            return None
+        return DistributedNoise.for_params(
+            params or self.crypto_params(), noise_multiplier=dp.noise_multiplier
+        )
 
     @property
     def clustered(self) -> bool:

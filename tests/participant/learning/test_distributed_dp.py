@@ -30,7 +30,6 @@ from secfpp.crypto.errors import ParameterError
 from secfpp.federation import CryptoConfig, FederationCreate
 from secfpp.participant.federation import federation_config
 from secfpp.participant.learning import FeatureSet, configure_threads, load_backbone
-from secfpp.participant.protocol import crypto_params
 
 Z = 2.0
 DELTA = 1e-5
@@ -115,7 +114,7 @@ def test_a_federation_runs_with_distributed_noise_and_accounts_it(
     assert crypto["min_aggregation_size"] == n_min
     # T = 1 colluder of 6 can subtract its own share: each share is calibrated to the
     # n_min - T = 1 honest one (crypto.dp.distributed, "Colluders")
-    honest = n_min - crypto_params(federation_config(stored)).colluders
+    honest = n_min - federation_config(stored).crypto_params().colluders
     assert honest == 1
 
     # One record per round for the single (promptfl) cluster of all N participants.
@@ -207,7 +206,7 @@ def test_a_committee_federation_carries_its_participants_colluders_to_the_daemon
     config = FederationCreate.model_validate(body).resolve()
     assert config.crypto.committee_size is not None
     assert config.crypto.participant_colluders == 100
-    daemon = crypto_params(federation_config(config.model_dump(mode="json")))
+    daemon = federation_config(config.model_dump(mode="json")).crypto_params()
     assert daemon == config.crypto_params()
     assert daemon.colluders_among_participants == 100
     assert DistributedNoise.for_params(daemon, noise_multiplier=1.0).min_contributors == 4

@@ -44,7 +44,6 @@ from secfpp.participant.learning.strategies.feddpa_fisher import (
     layerwise_normalize,
     personalize,
 )
-from secfpp.participant.protocol import crypto_params, distributed_noise
 from secfpp.participant.trainer import PromptTrainer, strategy_settings
 
 N_CTX, CLASSES = 4, ("zero", "one", "two")
@@ -292,8 +291,8 @@ def test_noise_the_participants_add_has_the_accountants_std() -> None:
     config = _create(target_epsilon=2.0).resolve()
     # as the daemon reads it: the stored document parsed into the typed config
     daemon = federation_config(config.model_dump(mode="json"))
-    params = crypto_params(daemon)
-    noise = distributed_noise(daemon, params)
+    params = daemon.crypto_params()
+    noise = daemon.distributed_noise(params)
     assert noise is not None
     assert noise.noise_multiplier == config.dp.noise_multiplier
     spec = params.aggregation_field
