@@ -288,6 +288,24 @@ def test_round_lock_keys_are_stable_signed_64_bit_integers() -> None:
     assert round_lock_key("round-1") == round_lock_key("round-1")
 
 
+def _cancel_a_running_worker() -> None:
+    """Start ``run_worker`` (with whatever the test patched in), cancel it 50 ms later (while
+    it opens its pool or works) and require that it ends, cancelled, within 5 s."""
+    from secfpp.coordinator.jobs import postgres
+
+    async def scenario() -> None:
+        task = asyncio.create_task(
+            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.05)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert done, "run_worker kept running after it was cancelled"
+        assert task.cancelled()
+
+    asyncio.run(scenario())
+
+
 def test_a_cancelled_worker_that_returns_quietly_stops_instead_of_restarting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -315,17 +333,7 @@ def test_a_cancelled_worker_that_returns_quietly_stops_instead_of_restarting(
     monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: FakeApp())
     monkeypatch.setattr(postgres, "_work", absorbing_work)
 
-    async def scenario() -> None:
-        task = asyncio.create_task(
-            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
-        )
-        await asyncio.sleep(0.05)
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=5)
-        assert done, "run_worker kept running after it was cancelled"
-        assert task.cancelled()
-
-    asyncio.run(scenario())
+    _cancel_a_running_worker()
     assert starts == [1]
 
 
@@ -355,17 +363,7 @@ def test_a_stop_absorbed_while_the_pool_opens_stops_the_worker(
     monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: AbsorbingApp())
     monkeypatch.setattr(postgres, "_work", work)
 
-    async def scenario() -> None:
-        task = asyncio.create_task(
-            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
-        )
-        await asyncio.sleep(0.05)  # inside open_async
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=5)
-        assert done, "run_worker kept running after it was cancelled"
-        assert task.cancelled()
-
-    asyncio.run(scenario())
+    _cancel_a_running_worker()
     assert worked == []
 
 
@@ -397,17 +395,7 @@ def test_a_stop_that_surfaces_as_an_error_while_the_pool_opens_stops_the_worker(
     monkeypatch.setattr(postgres, "build_worker_app", lambda url, options: FailingApp())
     monkeypatch.setattr(postgres, "database_answers", answers)
 
-    async def scenario() -> None:
-        task = asyncio.create_task(
-            postgres.run_worker("postgresql://x/y", None, WorkerOptions(name="w"))  # type: ignore[arg-type]
-        )
-        await asyncio.sleep(0.05)  # inside open_async
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=5)
-        assert done, "run_worker kept running after it was cancelled"
-        assert task.cancelled()
-
-    asyncio.run(scenario())
+    _cancel_a_running_worker()
     assert opens == [1]
 
 
