@@ -42,7 +42,7 @@ import httpx
 from demo.partition import SETTINGS, setting_partition, write_image_folders
 from demo.processes import ProcessGroup
 from demo.report import DemoRecord, Export, cluster_purity, describe_clusters, plot, render
-from secfpp.federation import ClusteringPolicy
+from secfpp.federation import DEFAULT_SIGNAL, SIGNALS, ClusteringPolicy
 
 __all__ = ["main"]
 
@@ -262,9 +262,11 @@ def _guarantees(config: dict[str, Any]) -> list[str]:
     n = config["n_participants"]
     kc, tc = c["clustering_code"]["k"], c["clustering_code"]["t"]
     ka, ta = c["aggregation_code"]["k"], c["aggregation_code"]["t"]
-    what = {"data": "mean image embedding", "prompt": "reduced prompt"}[
-        config["reduction"]["signal"]
-    ]
+    what = {
+        "data-balanced": "mean of per-class mean image embeddings",
+        "data": "mean image embedding",
+        "prompt": "reduced prompt",
+    }[config["reduction"]["signal"]]
     return [
         f"clustering (SecPC) of each participant's {what} on Lagrange-coded shares: "
         f"K={kc}, T={tc}; any {tc} colluding participants learn nothing about another's; "
@@ -306,10 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--signal",
-        choices=("data", "prompt"),
-        default="data",
-        help="what SecPC clusters: each participant's mean image embedding (data, default) "
-        "or its trained prompt's movement (prompt, the SecFPP paper's choice)",
+        choices=SIGNALS,
+        default=DEFAULT_SIGNAL,
+        help="what SecPC clusters: the mean of each participant's per-class mean image "
+        "embeddings (data-balanced, default), its plain mean image embedding (data) or its "
+        "trained prompt's movement (prompt, the SecFPP paper's choice)",
     )
     parser.add_argument(
         "--false-split-rate",

@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from secfpp.federation import DEFAULT_SIGNAL, SIGNALS
+
 __all__ = ["SPEC_KEYS", "SimulateSpec", "analyse_clusters", "load_spec", "main", "run"]
 
 DEFAULT_METHODS = ("secfpp", "promptfl", "local", "secfpp-no-clustering")
@@ -101,7 +103,7 @@ class SimulateSpec:
     clustering: dict[str, Any] = field(default_factory=dict)
     min_aggregation_size: int = 3
     lr: float = 0.01
-    signal: str = "data"
+    signal: str = DEFAULT_SIGNAL
     out: Path = Path("runs/simulate")
     base: Path = Path()
 
@@ -454,7 +456,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--min-aggregation-size", type=int, help="smallest cluster (3)")
     parser.add_argument("--lr", type=float, help="prompt learning rate (0.01)")
-    parser.add_argument("--signal", choices=("data", "prompt"), help="what SecPC clusters")
+    parser.add_argument("--signal", choices=SIGNALS, help=f"what SecPC clusters ({DEFAULT_SIGNAL})")
     parser.add_argument("--out", type=Path, help="output folder (runs/simulate)")
     parser.add_argument("--list", action="store_true", help="list the registered domains")
     parser.add_argument(

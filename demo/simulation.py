@@ -30,7 +30,7 @@ from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.migrate import upgrade
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.rng import DeterministicRandom, RandomSource, SystemRandom
-from secfpp.federation import PROTOTYPE_STRATEGIES, PrototypeConfig
+from secfpp.federation import DEFAULT_SIGNAL, PROTOTYPE_STRATEGIES, PrototypeConfig
 from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
@@ -88,7 +88,7 @@ class SimulationConfig:
     dp: dict[str, Any] = field(default_factory=dict)
     clustering: dict[str, Any] = field(default_factory=dict)
     reduce_direction: bool = True
-    signal: str = "data"
+    signal: str = DEFAULT_SIGNAL
     prototypes: dict[str, Any] = field(default_factory=dict)
 
 

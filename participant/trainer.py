@@ -21,7 +21,12 @@ from numpy.typing import NDArray
 from tqdm import tqdm
 
 from secfpp.crypto.rng import RandomSource
-from secfpp.federation import DifferentialPrivacyConfig, FederationConfig, PrototypeConfig
+from secfpp.federation import (
+    SIGNALS,
+    DifferentialPrivacyConfig,
+    FederationConfig,
+    PrototypeConfig,
+)
 from secfpp.participant.backbones import TINY_OFFLINE
 from secfpp.participant.engine import TrainOutput
 from secfpp.participant.learning import (
@@ -89,8 +94,8 @@ class PromptTrainer:
     ) -> None:
         if epochs < 1:
             raise LearningConfigError("epochs", f"must be >= 1, not {epochs}")
-        if signal not in ("prompt", "data"):
-            raise LearningConfigError("signal", f"must be 'prompt' or 'data', not {signal!r}")
+        if signal not in SIGNALS:
+            raise LearningConfigError("signal", f"must be one of {SIGNALS}, not {signal!r}")
         self.progress_bar = progress_bar
         self.strategy = strategy
         self.train_set = train
@@ -165,14 +170,18 @@ class PromptTrainer:
     def _reduced(self, global_prompt: NDArray[np.float64] | None) -> NDArray[np.float64]:
         """``x_i``: the reduced prompt, or with ``reduce_direction`` the unit direction of
         ``reduce(P_i) - reduce(G)``, what this participant's training added to the global
-        prompt it started from (docs/protocol.md, "Reduced prompts"). With the ``data``
-        signal: :func:`participant.learning.reduction.data_signal` of the training images'
-        embeddings (computed once; docs/protocol.md, "What SecPC clusters")."""
+        prompt it started from (docs/protocol.md, "Reduced prompts"). With the ``data`` and
+        ``data-balanced`` signals: :func:`participant.learning.reduction.data_signal` of the
+        training images' embeddings (``data-balanced``: and their labels; computed once;
+        docs/protocol.md, "What SecPC clusters")."""
         assert self.reduction is not None
-        if self.signal == "data":
+        if self.signal != "prompt":
             if self._data_x is None:
                 seed = int(getattr(self.reduction, "seed", 0))
-                self._data_x = data_signal(self.train_set.features, self.reduction.r, seed)
+                labels = self.train_set.labels if self.signal == "data-balanced" else None
+                self._data_x = data_signal(
+                    self.train_set.features, self.reduction.r, seed, labels=labels
+                )
             return self._data_x.copy()
         x = self.reduction.reduce(self.strategy.prompt())
         if not self.reduce_direction or global_prompt is None:

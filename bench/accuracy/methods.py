@@ -35,6 +35,7 @@ import numpy as np
 from demo.report import cluster_purity
 from demo.simulation import ParticipantData, RoundRecord, SimulationConfig, simulate
 from secfpp.crypto.dp import calibrate_noise_multiplier
+from secfpp.federation import DEFAULT_SIGNAL
 from secfpp.participant.learning import Backbone
 
 __all__ = [
@@ -82,7 +83,7 @@ class BenchConfig:
     offset from (:class:`participant.learning.PromptLearner`); ``min_aggregation_size``: the
     smallest cluster the coordinator aggregates (and so the smallest SecPC keeps);
     ``clustering``: the federation's clustering policy (empty: the coordinator's defaults);
-    ``signal``: what SecPC clusters (``data`` or ``prompt``, docs/protocol.md).
+    ``signal``: what SecPC clusters (``data-balanced``, ``data`` or ``prompt``, docs/protocol.md).
     """
 
     rounds: int = 8
@@ -93,7 +94,7 @@ class BenchConfig:
     batch_size: int = 32
     min_aggregation_size: int = 3
     clustering: Mapping[str, Any] = field(default_factory=dict)
-    signal: str = "data"
+    signal: str = DEFAULT_SIGNAL
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -50,6 +50,7 @@ import torch
 from bench.accuracy.methods import METHODS, BenchConfig, run_method
 from demo.partition import Part, resolve_setting, setting_partition
 from demo.simulation import ParticipantData
+from secfpp.federation import DEFAULT_SIGNAL, SIGNALS
 from secfpp.participant.learning import Backbone, FeatureSet, configure_threads, load_backbone
 
 __all__ = ["DEFAULT_OUT", "main", "run_unit", "setting_rank", "summarize"]
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     parser.add_argument(
-        "--signal", choices=("data", "prompt"), default="data", help="what SecPC clusters"
+        "--signal", choices=SIGNALS, default=DEFAULT_SIGNAL, help="what SecPC clusters"
     )
     parser.add_argument(
         "--images", type=int, default=240, help="training images per participant (mean)"

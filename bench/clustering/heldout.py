@@ -5,12 +5,13 @@ of docs/protocol.md) were chosen on the *tuning* domains (:data:`demo.data.base.
 handwritten digits, printed letters, clothing, Greek letters). This runs the federation's
 default clustering step, unchanged, on the domains registered as *held out*
 (:data:`demo.data.base.HELD_OUT`: printed digits, which the backbone was pretrained on, and
-Cyrillic letters and math symbols, which it never saw), the way
+Cyrillic letters, math symbols and Armenian letters, which it never saw), the way
 :mod:`bench.clustering.signal_replay` does: each participant's data signal (what it shares
-with ``reduction.signal = "data"``, independent of the prompts) is computed once on the
-shipped ``tiny-offline`` CLIP, then :func:`crypto.clustering.secpc_step` runs ``--rounds``
-rounds on the plaintext distances (which the coded path decodes exactly), from one cluster,
-with a public beacon of its own per seed. Every suite case, at every Dirichlet ``alpha``:
+with ``reduction.signal = "data-balanced"``, or with ``--signal data`` the former default;
+independent of the prompts) is computed once on the shipped ``tiny-offline`` CLIP, then
+:func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on the plaintext distances
+(which the coded path decodes exactly), from one cluster, with a public beacon of its own per
+seed. Every suite case, at every Dirichlet ``alpha``:
 
 * **pair**: every two-domain pairing of the suite, ``--pair-size`` participants in equal groups;
   parted (every domain a cluster of its own, no mixed cluster) by round 3;
@@ -59,6 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.clustering.signal_replay import _case, case_signals, federation_config, replay
+from secfpp.federation import DEFAULT_SIGNAL
 
 __all__ = ["TARGETS", "Case", "added_value", "judge", "main", "render", "suite"]
 
@@ -139,6 +141,7 @@ def seed_results(
     images: int,
     cache: dict[str, NDArray[Any]],
     false_split_rate: float | None = None,
+    signal: str = DEFAULT_SIGNAL,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, NDArray[Any]], float]:
     """One seed of every case at every alpha: ``({"case index|alpha": found}, the data
     signals it computed (cache entries), CPU seconds)``; ``found`` as
@@ -162,6 +165,7 @@ def seed_results(
                 backbone=_backbone(),
                 cache=cache,
                 load=load,
+                signal=signal,
             )
             history = replay(x, domains, config, rounds=rounds, salt=f"heldout|{seed}")
             found[f"{k}|{alpha}"] = _case(history, domains)
@@ -180,6 +184,7 @@ def run(
     false_split_rate: float | None = None,
     jobs: int = 1,
     partial: Path | None = None,
+    signal: str = DEFAULT_SIGNAL,
 ) -> tuple[list[dict[str, Any]], float, int]:
     """One row per case and alpha: per seed, the round it parted (or ``None``) or whether it
     ever split, and the membership changes after parting; the CPU seconds of all seeds; and
@@ -189,7 +194,11 @@ def run(
     written (``seed-N.json``, with the suite they belong to) and read back instead of
     recomputed, so a run cut short keeps its seeds."""
     common: dict[str, Any] = dict(
-        alphas=alphas, rounds=rounds, images=images, false_split_rate=false_split_rate
+        alphas=alphas,
+        rounds=rounds,
+        images=images,
+        false_split_rate=false_split_rate,
+        signal=signal,
     )
     by_seed: dict[int, dict[str, dict[str, Any]]] = {}
     cpu = 0.0
@@ -333,7 +342,8 @@ def render(result: dict[str, Any]) -> str:
         f"(0-{meta['seeds'] - 1}), {meta['rounds']} rounds from one cluster, "
         f"{meta['images']} images per participant, Dirichlet label skew alpha "
         f"{' and '.join(f'{a:g}' for a in meta['alphas'])} inside each domain. Path: each "
-        "participant's data signal on `tiny-offline`, SecPC's clustering step replayed on the "
+        f"participant's data signal (`reduction.signal` = `{meta.get('signal', 'data')}`) on "
+        "`tiny-offline`, SecPC's clustering step replayed on the "
         "plaintext distances (the coded path decodes them exactly), a beacon of its own per "
         "seed; no training, so the accuracy review (which may merge back a split that cost "
         "accuracy) does not act here. Three-domain federations have 9 (3 + 3 + 3) or 12 "
@@ -451,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the suite: the held-out domains (default) or, as a control, the tuning ones",
     )
     parser.add_argument("--false-split-rate", type=float, default=None)
+    parser.add_argument(
+        "--signal",
+        choices=("data-balanced", "data"),
+        default=DEFAULT_SIGNAL,
+        help="the data signal replayed (reduction.signal; default: a new federation's)",
+    )
     parser.add_argument("--signals", type=Path, default=None, help="an .npz data-signal cache")
     parser.add_argument(
         "--accuracy", type=Path, default=None, help="a bench.accuracy JSON to report"
@@ -508,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         false_split_rate=args.false_split_rate,
         jobs=args.jobs,
         partial=args.partial,
+        signal=args.signal,
     )
     if args.signals is not None:
         args.signals.parent.mkdir(parents=True, exist_ok=True)
@@ -534,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             "tuning": list(domains_with_role("tuning")),
             "pretrained": [d for d in domains if DOMAINS[d].pretrained],
             "rules": {"false_split_rate": config.false_split_rate, "null_draws": config.null_draws},
+            "signal": args.signal,
             "seeds": args.seeds,
             "rounds": args.rounds,
             "images": args.images,

@@ -3,7 +3,8 @@
 For each setting, Dirichlet ``alpha``, federation size and seed, the participants of
 :func:`demo.partition.setting_partition` get their data signal ``x_i``
 (:func:`participant.learning.reduction.data_signal`: the unit direction of the JL-reduced
-mean of their frozen image embeddings, what they share with ``reduction.signal = "data"``),
+mean of their per-class mean frozen image embeddings, what they share with
+``reduction.signal = "data-balanced"``, or with ``--signal data`` the plain mean),
 and :func:`crypto.clustering.secpc_step` runs ``--rounds`` rounds on plaintext distances
 (which the coded path reproduces exactly) from one cluster, with the coordinator's calibrated
 split rule (``--false-split-rate``, default: the federation's; ``--null-draws``). No
@@ -39,6 +40,7 @@ from secfpp.crypto.clustering import ClusteringConfig, Membership, secpc_step
 from secfpp.crypto.dp.distance import DistanceNoise
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import Distances, centres_from_points, plaintext_distances
+from secfpp.federation import DEFAULT_SIGNAL
 
 if TYPE_CHECKING:
     from demo.partition import DomainLoader
@@ -139,6 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         help="dp.distance_noise_multiplier values to replay (0: none); each case's data "
         "signals are the same for every value",
     )
+    parser.add_argument(
+        "--signal",
+        choices=("data-balanced", "data"),
+        default=DEFAULT_SIGNAL,
+        help="the data signal replayed (reduction.signal; default: a new federation's)",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/signal_replay.json"))
     args = parser.parse_args(argv)
@@ -177,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                     images=args.images,
                     backbone=backbone,
                     cache=cache,
+                    signal=args.signal,
                 )
                 for z in args.distance_noise:
                     noise = _noise(size, z)
@@ -194,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         args.signals.parent.mkdir(parents=True, exist_ok=True)
         np.savez(args.signals, **cache)  # type: ignore[arg-type]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rules = {"false_split_rate": config.false_split_rate, "null_draws": config.null_draws}
+    rules = {
+        "false_split_rate": config.false_split_rate,
+        "null_draws": config.null_draws,
+        "signal": args.signal,
+    }
     args.out.write_text(json.dumps({"rules": rules, "rows": rows}, indent=1))
     print(f"written: {args.out}")
     return 0
@@ -231,19 +244,24 @@ def case_signals(
     backbone: Any,
     cache: dict[str, NDArray[Any]],
     load: DomainLoader | None = None,
+    signal: str = DEFAULT_SIGNAL,
 ) -> list[tuple[NDArray[np.float64], list[str]]]:
     """Per seed, the data signals ``x`` (one row per participant) of ``setting`` with ``size``
     participants at Dirichlet ``alpha`` and ``images`` images each, and every participant's
-    true domain; computed once and kept in ``cache`` (keys ``setting|alpha|size|seed|images``
-    and the same with ``|domains``, what ``--signals`` stores). ``load``: the domain loader
-    of :func:`demo.partition.setting_partition` (default: render or read it each time)."""
+    true domain; computed once and kept in ``cache`` (keys
+    ``signal|setting|alpha|size|seed|images`` and the same with ``|domains``, what
+    ``--signals`` stores). ``signal``: ``data-balanced`` (the default) or ``data``
+    (:func:`participant.learning.reduction.data_signal`). ``load``: the domain loader of
+    :func:`demo.partition.setting_partition` (default: render or read it each time)."""
+    if signal not in ("data-balanced", "data"):
+        raise ValueError(f"the replay takes a data signal, not {signal!r}")
     from bench.accuracy.run import _participants
     from demo.partition import load_train_domain, setting_partition
     from secfpp.participant.learning import data_signal
 
     out = []
     for seed in seeds:
-        key = f"{setting}|{alpha}|{size}|{seed}|{images}"
+        key = f"{signal}|{setting}|{alpha}|{size}|{seed}|{images}"
         if key not in cache:
             built = setting_partition(
                 setting,
@@ -254,7 +272,17 @@ def case_signals(
                 load=load or load_train_domain,
             )
             data = _participants(built.parts, backbone, per_participant=images, seed=seed)
-            cache[key] = np.stack([data_signal(d.train.features, 128, seed) for d in data])
+            cache[key] = np.stack(
+                [
+                    data_signal(
+                        d.train.features,
+                        128,
+                        seed,
+                        labels=d.train.labels if signal == "data-balanced" else None,
+                    )
+                    for d in data
+                ]
+            )
             cache[f"{key}|domains"] = np.array([d.group for d in data])
         out.append((cache[key], [str(d) for d in cache[f"{key}|domains"]]))
     return out

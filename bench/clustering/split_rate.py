@@ -48,6 +48,7 @@ from bench.accuracy.run import _participants
 from demo.partition import setting_partition
 from demo.report import cluster_purity
 from demo.simulation import SimulationConfig, simulate
+from secfpp.federation import DEFAULT_SIGNAL, SIGNALS
 from secfpp.participant.learning import configure_threads, load_backbone
 
 __all__ = ["main", "run_setting"]
@@ -65,7 +66,7 @@ def run_setting(
     alpha: float,
     backbone: Any,
     direction: bool = True,
-    signal: str = "data",
+    signal: str = DEFAULT_SIGNAL,
     distance_noise: float | None = None,
 ) -> list[dict[str, Any]]:
     """One simulated federation per seed; per-round purity, clusters and ``W2/W1``."""
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--false-split-rate", type=float, default=None, help="default: the federation default"
     )
-    parser.add_argument("--signal", choices=("data", "prompt"), default="data")
+    parser.add_argument("--signal", choices=SIGNALS, default=DEFAULT_SIGNAL)
     parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     parser.add_argument(
         "--no-direction", action="store_true", help="cluster x_i = reduce(P_i) itself"

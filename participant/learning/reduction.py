@@ -66,13 +66,24 @@ def token_principal_directions(
     return signed
 
 
-def data_signal(features: NDArray[Any] | torch.Tensor, r: int, seed: int) -> NDArray[np.float64]:
-    """``x_i`` of the ``data`` signal: the unit direction of ``mean(F) @ R_data``.
+def data_signal(
+    features: NDArray[Any] | torch.Tensor,
+    r: int,
+    seed: int,
+    labels: NDArray[Any] | torch.Tensor | None = None,
+) -> NDArray[np.float64]:
+    """``x_i`` of the ``data`` and ``data-balanced`` signals: the unit direction of ``m @ R_data``.
 
     ``F`` is the participant's ``(N, e)`` frozen image embeddings of its training images,
     ``R_data`` = :func:`jl_matrix` ``(e, r, seed + 1)`` (public; ``seed + 1`` so that it is
-    not the prompt reduction's matrix). ``mean(F)`` describes the data's domain, and unlike a
-    trained prompt it moves little with the participant's label mix; it does not change
+    not the prompt reduction's matrix). Without ``labels`` (signal ``data``), ``m = mean(F)``.
+    With ``labels`` (``(N,)`` class indices; signal ``data-balanced``), ``m`` is the mean of
+    the per-class means over the classes the participant holds,
+    ``m = (1 / |Y|) sum_{y in Y} mean{f_k : y_k = y}``: every class weighs the same, so how
+    many images of each class the participant has (its label mix) does not move ``m``, only
+    which classes it has and what their images look like (the domain). Under Dirichlet(0.5)
+    label skew the plain mean separated the held-out domains' participants by label mix
+    about as much as by domain (docs/protocol.md, "What SecPC clusters"). Both do not change
     from round to round. Returns ``(r,)`` float64 of norm 1.
     """
     if isinstance(features, torch.Tensor):
@@ -82,7 +93,24 @@ def data_signal(features: NDArray[Any] | torch.Tensor, r: int, seed: int) -> NDA
         raise LearningConfigError(
             "features", f"must be a non-empty (N, e) array, not shape {array.shape}"
         )
-    x = array.mean(axis=0) @ jl_matrix(array.shape[1], r, seed + 1)
+    if labels is None:
+        centre = array.mean(axis=0)
+    else:
+        if isinstance(labels, torch.Tensor):
+            labels = labels.detach().cpu().numpy()
+        tags = np.asarray(labels)
+        if tags.shape != (array.shape[0],) or not np.issubdtype(tags.dtype, np.integer):
+            raise LearningConfigError(
+                "labels",
+                f"must be {array.shape[0]} integer class indices, one per image, not "
+                f"{tags.dtype} {tags.shape}",
+            )
+        classes, inverse = np.unique(tags, return_inverse=True)
+        sums = np.zeros((classes.size, array.shape[1]))
+        np.add.at(sums, inverse, array)
+        counts = np.bincount(inverse, minlength=classes.size).astype(np.float64)
+        centre = (sums / counts[:, None]).mean(axis=0)
+    x = centre @ jl_matrix(array.shape[1], r, seed + 1)
     norm = float(np.linalg.norm(x))
     if not norm > 0:
         raise LearningConfigError("features", "have a zero mean embedding: no data signal")

@@ -46,10 +46,13 @@ from secfpp.federation.dp import (
     DifferentialPrivacyConfig,
 )
 from secfpp.federation.policy import (
+    DEFAULT_SIGNAL,
+    SIGNALS,
     ClusteringPolicy,
     DeadlineConfig,
     ReductionConfig,
     RoundPolicy,
+    Signal,
 )
 from secfpp.federation.prompt import (
     BackboneRequest,
@@ -68,12 +71,14 @@ from secfpp.federation.prototypes import (
 from secfpp.wire import limits
 
 __all__ = [
+    "DEFAULT_SIGNAL",
     "LDP_DEFAULT_CLIP_NORM",
     "LDP_DEFAULT_NOISE_MULTIPLIER",
     "LDP_DEFAULT_RANK",
     "MAX_CLASS_NAME_CHARS",
     "MAX_PROTOTYPE_CLASSES",
     "PROTOTYPE_STRATEGIES",
+    "SIGNALS",
     "TINY_OFFLINE_WIDTH",
     "BackboneConfig",
     "BackboneRequest",
@@ -91,6 +96,7 @@ __all__ = [
     "PrototypeConfig",
     "ReductionConfig",
     "RoundPolicy",
+    "Signal",
     "Strategy",
     "Tolerance",
     "resolve_prompt_dim",

@@ -10,6 +10,15 @@ from pydantic import Field, model_validator
 from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
 
+Signal = Literal["data-balanced", "data", "prompt"]
+"""What SecPC clusters (:attr:`ReductionConfig.signal`)."""
+
+SIGNALS: tuple[str, ...] = ("data-balanced", "data", "prompt")
+"""The values of :data:`Signal`, the default first (command-line choices)."""
+
+DEFAULT_SIGNAL: Signal = "data-balanced"
+"""A new federation's signal (docs/protocol.md, "What SecPC clusters")."""
+
 
 class ReductionConfig(_Frozen):
     """How participants map a prompt to ``x_i`` (DESIGN.md section 4); public."""
@@ -18,14 +27,16 @@ class ReductionConfig(_Frozen):
     seed: int = Field(
         default=0, ge=0, le=limits.JSON_SAFE_INT_MAX, description="Public seed of the JL matrix."
     )
-    signal: Literal["data", "prompt"] = Field(
-        default="data",
-        description="What SecPC clusters. 'data' (default): x_i is the unit direction of the "
-        "JL-reduced mean of the participant's frozen image embeddings (its training data's "
-        "domain, the same every round; label skew moves it little). 'prompt': x_i comes from "
-        "the trained prompt (the SecFPP paper's choice; see 'direction'), which under strong "
-        "label skew groups participants by label mix rather than by domain "
-        "(docs/protocol.md, 'What SecPC clusters').",
+    signal: Signal = Field(
+        default=DEFAULT_SIGNAL,
+        description="What SecPC clusters. 'data-balanced' (default): x_i is the unit direction "
+        "of the JL-reduced mean of the participant's per-class mean image embeddings (its "
+        "training data's domain, the same every round; each class it holds weighs the same, "
+        "so its label mix does not move it). 'data': the same with the plain mean over "
+        "images (the former default: under strong label skew the label mix moves it as "
+        "much as the domain does). 'prompt': x_i comes from the trained prompt (the SecFPP "
+        "paper's choice; see 'direction'), which under strong label skew groups participants "
+        "by label mix rather than by domain (docs/protocol.md, 'What SecPC clusters').",
     )
     direction: bool = Field(
         default=True,

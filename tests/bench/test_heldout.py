@@ -112,6 +112,7 @@ def test_quick_run_reports_the_held_out_suite_and_replays_the_same_from_its_cach
     assert meta["pretrained"]
     assert set(meta["suite"]) - set(meta["pretrained"])
     assert meta["rules"] == {"false_split_rate": 0.01, "null_draws": 199}
+    assert meta["signal"] == "data-balanced"  # a new federation's signal
     assert [r["kind"] for r in got["rows"]] == ["pair", "triple", "single"]
     for row in got["rows"]:
         assert set(row["setting"].split("+")) <= set(held_out)
