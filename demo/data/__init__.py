@@ -11,7 +11,7 @@ from demo.data.registry import (
     resolve_domain,
     unregister_domain,
 )
-from demo.data.symbols import cyrillic_letters, greek_letters, math_symbols
+from demo.data.symbols import armenian_letters, cyrillic_letters, greek_letters, math_symbols
 from demo.data.synthetic import (
     DOMAINS,
     IMAGE_SIZE,
@@ -35,6 +35,7 @@ __all__ = [
     "DomainData",
     "DomainLoadError",
     "DomainSpec",
+    "armenian_letters",
     "csv_domain",
     "cyrillic_letters",
     "domain_spec",

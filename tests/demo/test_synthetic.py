@@ -17,6 +17,7 @@ EXPECTED_SIZES = {
     "greek_letters": (2880, 576),
     "cyrillic_letters": (2040, 408),
     "math_symbols": (2880, 480),
+    "armenian_letters": (2160, 432),
 }
 
 
