@@ -89,6 +89,7 @@ def test_every_doc_page_is_reachable_from_the_readme() -> None:
     assert not orphans, f"pages no link leads to: {orphans}"
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_generated_reference_is_current() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_reference.py"), "--check"],

@@ -167,6 +167,7 @@ def test_pip_installs_no_other_role() -> None:
     assert not web & participant
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_wheel_holds_only_the_deployed_parts(tmp_path: Path) -> None:
     """bench/, demo/ (and the demo's data sets) and tests/ never land in site-packages."""
     import zipfile

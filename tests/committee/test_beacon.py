@@ -30,6 +30,7 @@ def _opens(federation_id: str, number: int, beacon_hex: str, commitment_hex: str
     )
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_each_beacon_is_committed_before_its_round_and_opens_the_commitment(
     federation: Any, kit: Any
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_daemon_keeps_the_first_commitment_and_ignores_malformed_ones(
     assert engine._commitment(10**9) is None
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_a_federation_without_a_drawn_beacon_draws_it_at_the_start(
     federation: Any, kit: Any, db_url: str
 ) -> None:

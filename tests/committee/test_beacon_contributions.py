@@ -120,6 +120,7 @@ def _refusals(f: Any, number: int) -> list[dict[str, Any]]:
     return [e["detail"] for e in f.status(number)["events"] if e["kind"] == "refusal"]
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_a_beacon_that_is_not_the_combination_is_refused(
     federation: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,6 +149,7 @@ def test_a_beacon_that_is_not_the_combination_is_refused(
         assert not (engine.state.root / f"rounds/{number}/shares.json").exists()
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_a_contribution_left_out_after_its_reveal_is_refused_by_its_owner(
     federation: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,7 @@ import secfpp.participant.protocol as protocol
 from secfpp.crypto.wire import pack_field_vector, unpack_field_vector
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_an_inconsistent_sender_gets_its_recipient_rejected(
     make_federation: Any, kit: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.committee.test_rounds import envelope_rows, exact_point_distances
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_rerandomized_committee_rounds_decode_exactly(
     make_federation: Any, kit: Any, db_url: str
 ) -> None:

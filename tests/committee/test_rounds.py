@@ -123,6 +123,7 @@ def attestation_rows(db_url: str) -> list[tuple[str, int, int]]:
         engine.dispose()
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_committee_rounds_decode_exactly_and_only_members_compute(
     federation: Any, kit: Any, db_url: str
 ) -> None:
@@ -204,6 +205,7 @@ def test_committee_rounds_decode_exactly_and_only_members_compute(
     assert check_published_means(kit, params, status, before, f.prompts(second)) >= 1
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_a_dropped_outsider_removes_only_its_own_input(federation: Any, kit: Any) -> None:
     f = federation
     first = f.run_round()

@@ -68,6 +68,7 @@ def auto(**rounds: Any) -> dict[str, Any]:
     return {"schedule": "auto", "warmup_rounds": 0, "lr_global": 1.0, **rounds}
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_autopilot_runs_every_round_and_finishes(client: TestClient, problem: Any) -> None:
     h = FederationHarness(client, rounds=auto(total=3))
     assert h.federation["config"]["rounds"]["schedule"] == "auto"
@@ -118,6 +119,7 @@ def test_the_privacy_budget_ends_an_autopilot_federation(client: TestClient) -> 
     assert h.sims[0].task()["federation"]["reason"] == "finished: privacy budget spent"
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_pause_stops_the_autopilot_and_resume_restarts_it(
     client: TestClient, clock: FakeClock, problem: Any
 ) -> None:

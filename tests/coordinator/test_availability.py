@@ -40,6 +40,7 @@ def _settings(db_url: str, **overrides: Any) -> Settings:
     return Settings(**(values | overrides))
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_a_whole_round_runs_on_a_pool_of_one_connection(
     db_url: str, clock: Any, make_harness: Any
 ) -> None:

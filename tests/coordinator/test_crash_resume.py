@@ -78,6 +78,7 @@ def test_sigkill_in_every_stage_then_resume(server: Any, make_harness: Any) -> N
     assert [len(c) for c, _ in results] == [2, 2]  # round 1 split the two groups (probe test)
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_crash_in_the_clustering_stage_resumes(
     db_url: str, clock: Any, make_harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

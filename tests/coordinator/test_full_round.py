@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.quantize import dequantize, quantize
@@ -12,6 +13,7 @@ from secfpp.crypto.refset_rules import probe_salt
 from secfpp.crypto.secpc import plaintext_distances
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_three_rounds_find_two_groups_and_aggregate_per_cluster(
     harness: Any,
 ) -> None:

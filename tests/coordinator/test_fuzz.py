@@ -263,6 +263,7 @@ def test_fuzz_every_operation(live: tuple[Live, dict[str, Any]]) -> None:
     assert elapsed < 300, f"the fuzz run took {elapsed:.0f} s"
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_the_fuzzer_reports_a_server_error_and_an_undocumented_status() -> None:
     """The harness itself: an operation that fails on large inputs must be reported."""
     from fastapi import FastAPI, HTTPException

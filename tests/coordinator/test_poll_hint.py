@@ -23,6 +23,7 @@ def _task(sim: Any) -> dict[str, Any]:
     return dict(r.json())
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_the_hint_follows_the_round_and_the_rate(
     db_url: str, clock: Any, make_harness: Any
 ) -> None:

@@ -59,6 +59,7 @@ def test_an_accuracy_losing_split_is_merged_back_and_frozen(
     assert _clusters(sixth) == groups  # the freeze is over
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_a_split_that_keeps_accuracy_stays(client: TestClient, make_harness: Any) -> None:
     h = make_harness(client, clustering={"false_split_rate": 0.05, "undo_after": 2})
     groups = [[0, 1, 2, 3], [4, 5, 6, 7]]

@@ -103,6 +103,7 @@ def test_closed_form_is_zero_when_noise_is_huge() -> None:
 # --- calibration ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(
     ("epsilon", "rounds", "sampling_rate"), [(1.0, 100, 0.01), (2.0, 50, 1.0), (8.0, 20, 0.2)]
 )

@@ -58,6 +58,7 @@ def test_a_noisy_request_with_too_few_contributors_is_refused() -> None:
     check_distance_request(refs, have_shares_from=range(12), min_reference_size=3)
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_colluders_subtracting_their_noise_leave_the_ledgers_honest_shares() -> None:
     """Play it: every contributor draws its share; the ``T`` colluders subtract theirs from the
     decoded sum. In any request participants answer, the rest is a sum of at least

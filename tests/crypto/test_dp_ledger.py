@@ -114,6 +114,7 @@ def test_from_dict_refuses_unknown_or_missing_keys() -> None:
 # --- recomputed epsilon ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_ledger_epsilon_equals_dp_accounting_called_directly() -> None:
     # z = 1.1, 100 rounds, Poisson rate 0.01, delta = 1e-5: one record per round.
     members = ("a", "b", "c", "d")

@@ -80,6 +80,7 @@ def narrow_case(draw: st.DrawFn) -> tuple[int, np.ndarray, np.ndarray]:
     return p, draw(matrix(p, n, k)), draw(matrix(p, k, cols))
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @given(narrow_case())
 def test_narrow_products_match_galois(case: tuple[int, np.ndarray, np.ndarray]) -> None:
     p, a, b = case
@@ -127,6 +128,7 @@ def test_narrow_all_extreme_matrices_across_blocks(p: int) -> None:
             assert field.matmul(a, b).tolist() == [[x * y * k % p] * 3] * 2
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize("p", WIDE)
 def test_wide_all_extreme_matrices_across_blocks(p: int) -> None:
     field = PrimeField(p)

@@ -141,6 +141,7 @@ def separated_groups(
     return np.vstack(vectors)[order], [labels[i] for i in order]
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(("sizes", "seed"), [([6, 6], 0), ([4, 4, 4], 1), ([5, 4, 3], 2)])
 def test_coded_secpc_finds_well_separated_groups(sizes: list[int], seed: int) -> None:
     n, r = sum(sizes), 16

@@ -42,6 +42,7 @@ def _false_split_rate(
     return hits / trials
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(
     ("n", "scales"),
     [(8, np.ones(32)), (10, 1.0 / np.sqrt(np.arange(1.0, 65.0)))],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.support.common import ADMIN
@@ -76,6 +77,7 @@ def test_pause_resume_abort_from_the_dashboard_need_the_csrf_token(
     assert r.status_code == 409
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_fragments_threshold_and_an_aborted_stage(
     client: TestClient, harness: FederationHarness
 ) -> None:

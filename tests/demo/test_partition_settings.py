@@ -157,6 +157,7 @@ def test_unknown_setting_is_named() -> None:
         setting_partition("four-domain", 8, load=_stand_in)
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.usefixtures("fashion_mnist")
 def test_three_domain_setting_on_the_real_domains() -> None:
     """The real loaders: digits, letters and clothing, each participant over its own classes."""

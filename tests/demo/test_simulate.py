@@ -48,6 +48,7 @@ def cleanup() -> Iterator[None]:
         unregister_domain(name)
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.usefixtures("cleanup")
 def test_quick_simulation_on_generated_folders_writes_json_and_png(tmp_path: Path) -> None:
     folders = write_domains(tmp_path / "data")

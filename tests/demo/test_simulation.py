@@ -38,6 +38,7 @@ def _participants(backbone, n: int = 6) -> list[ParticipantData]:  # type: ignor
     return out
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize("strategy", ["secfpp", "promptfl", "dpfpl", "local"])
 def test_each_strategy_runs_a_round(backbone, strategy: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     config = SimulationConfig(

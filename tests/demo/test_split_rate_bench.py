@@ -35,6 +35,7 @@ def test_quick_split_rate_run_writes_its_summary(tmp_path: Path) -> None:
         assert run["membership_changes"] == []  # one round: nothing to compare with
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(
     ("sizes", "gap", "want"), [((8,), 0.0, (0.0, 0.0)), ((4, 4), 2.5, (1.0, 1.0))]
 )

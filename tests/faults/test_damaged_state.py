@@ -119,6 +119,7 @@ def test_damaged_foreign_and_revoked_state(enrolled: list[StateDir]) -> None:
     assert "rejected this participant's API token (401" in _one_error_line(result)
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_deleted_rounds_and_missing_learner_state_are_refused(enrolled: list[StateDir]) -> None:
     """``rounds/`` deleted after the daemon worked on a round: refused (it went on with a

@@ -174,6 +174,7 @@ def test_honest_rounds_answer_after_a_quorum_of_relayed_attestations(
             assert engine.client.attested.count((stage, progress[f"{stage}_digest"])) == 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_an_equivocating_coordinators_second_request_gets_no_answer(
     http: TestClient, db_url: str, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -221,6 +222,7 @@ def test_an_equivocating_coordinators_second_request_gets_no_answer(
     assert len(digests) == 2
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_attest_once_survives_a_crash(http: TestClient, db_url: str, tmp_path: Path) -> None:
     """A daemon that committed its answer's digest and crashed before its attestation
     reached the coordinator sends the same attestation after a restart; shown another

@@ -48,6 +48,7 @@ def _ledger(db_path: Path) -> list[LedgerRecord]:
     return [LedgerRecord.from_dict(json.loads(r[0])) for r in rows]
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_noisy_rounds_publish_find_the_groups_and_fill_the_ledger(
     http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

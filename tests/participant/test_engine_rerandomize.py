@@ -15,6 +15,7 @@ from tests.participant.test_engine import ADMIN, N, drive, http, make_engines
 __all__ = ["http"]
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_rerandomized_rounds_publish_and_find_the_groups(
     http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
@@ -36,6 +37,7 @@ def _regroup_next_round(db: Path, fid: str, number: int, clusters: list[list[int
         engine.dispose()
 
 
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
 def test_daemons_refuse_a_membership_change_beyond_one_split_or_merge(
     http: TestClient, tmp_path: Path
 ) -> None:
