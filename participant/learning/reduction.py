@@ -83,7 +83,7 @@ def data_signal(
     many images of each class the participant has (its label mix) does not move ``m``, only
     which classes it has and what their images look like (the domain). Under Dirichlet(0.5)
     label skew the plain mean separated the held-out domains' participants by label mix
-    about as much as by domain (docs/protocol.md, "What SecPC clusters"). Both do not change
+    about as much as by domain (docs/protocol.md, "What SecPC clusters"). Neither changes
     from round to round. Returns ``(r,)`` float64 of norm 1.
     """
     if isinstance(features, torch.Tensor):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -13,7 +13,7 @@ from secfpp.wire import limits
 Signal = Literal["data-balanced", "data", "prompt"]
 """What SecPC clusters (:attr:`ReductionConfig.signal`)."""
 
-SIGNALS: tuple[str, ...] = ("data-balanced", "data", "prompt")
+SIGNALS: tuple[str, ...] = get_args(Signal)
 """The values of :data:`Signal`, the default first (command-line choices)."""
 
 DEFAULT_SIGNAL: Signal = "data-balanced"
