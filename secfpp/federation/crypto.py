@@ -37,9 +37,10 @@ _RERANDOMIZE = (
 
 AUTO_RERANDOMIZE_MAX_BYTES = 4 * 2**20
 """The most a participant's sharing upload may grow for re-randomization to be on by default
-(a quarter of the coordinator's default ``max_body_bytes``): with the default
-``max_clusters`` = 8 that is every all-to-all federation up to N = 180, so every federation of
-the automatic sharing mode, which is all-to-all up to N = 128."""
+(a quarter of the coordinator's default ``max_body_bytes``). With the default
+``max_clusters`` = 8 and the automatic sharing mode that is every federation up to N = 223:
+all-to-all up to N = 128 (2.0 MiB at 128), then with a committee (1.4 MiB at N = 129,
+c = 86; 4.0 MiB at N = 223, c = 145; 0.87 GiB through the coordinator per round there)."""
 
 
 def zero_sharing_upload_bytes(params: CryptoParams) -> int:
@@ -51,13 +52,13 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
 
 
 def rerandomize_by_default(params: CryptoParams) -> bool:
-    """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: with
-    all-to-all sharing when the zero-sharings add at most :data:`AUTO_RERANDOMIZE_MAX_BYTES`
-    per participant (0.01 MB at N = 8, 1.2 MB at N = 100, 2 MB at N = 128); never with a
-    committee, where they add ``N c`` values per output (+46 MB per participant, +45 GB per
-    round through the coordinator at N = 1,000, docs/protocol.md section 4)."""
-    if params.has_committee:
-        return False
+    """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: when the
+    zero-sharings add at most :data:`AUTO_RERANDOMIZE_MAX_BYTES` to a participant's upload,
+    all-to-all or with a committee alike (0.01 MB at N = 8, 1.2 MB at N = 100, 2 MB at
+    N = 128, 3.3 MiB at N = 200 with its committee of 134). Above that it stays off: with a
+    committee of ``c`` the ``N c`` contributions of ``N * 2 max_clusters + ...`` values grow
+    as ``N^2 c`` (+46 MB per participant, +45 GB per round through the coordinator at
+    N = 1,000, docs/protocol.md section 4)."""
     return zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
 
 
@@ -176,9 +177,9 @@ class Tolerance(_Frozen):
         default=None,
         strict=True,
         description=_RERANDOMIZE
-        + " Null (default): on with all-to-all sharing while it adds at most 4 MiB to a "
-        "participant's upload (at max_clusters = 8: every federation up to N = 128, which "
-        "shares all-to-all by default), off with a committee.",
+        + " Null (default): on while it adds at most 4 MiB to a participant's upload, "
+        "all-to-all or with a committee (at max_clusters = 8 and the automatic committee: "
+        "every federation up to N = 223), off above.",
     )
     committee_size: int | None = Field(
         default=None,

@@ -176,8 +176,12 @@ def test_committee_rounds_decode_exactly_and_only_members_compute(
     assert status["uploads"]["distances"] == members
     assert status["uploads"]["aggregation"] == members
     assert status["rejected"] == {"distances": [], "aggregation": []}
-    rows = envelope_rows(db_url)  # N * c * 2 kinds, addressed to members only
-    assert len(rows) == kit.N * kit.C * 2
+    # N * c * 3 kinds (prompt, update and the zero-sharing: a default committee federation of
+    # this size re-randomizes its distances), addressed to members only
+    rows = envelope_rows(db_url)
+    assert f.federation["config"]["crypto"]["rerandomize_distances"] is True
+    assert {k for _, _, k in rows} == {"prompt", "update", "zero"}
+    assert len(rows) == kit.N * kit.C * 3
     assert {r for _, r, _ in rows} == set(members)
     assert {s for s, _, _ in rows} == set(range(kit.N))
     # Agreement among members only: each member attested to the c - 1 others, per stage.

@@ -2,8 +2,8 @@
 
 The decoded distance polynomial shows more than its value unless participants re-randomize it
 (docs/protocol.md sections 4 and 9), so a federation created with the defaults must do so
-whenever the zero-sharings fit the traffic budget; with a committee they do not (+46 MB per
-participant at N = 1,000) and the default stays off.
+whenever the zero-sharings fit the traffic budget, all-to-all or with a committee; above it
+(+46 MB per participant at N = 1,000 with its committee) the default stays off.
 """
 
 from __future__ import annotations
@@ -31,11 +31,17 @@ def test_default_federations_rerandomize(n: int) -> None:
     assert _resolve(n) is True
 
 
-@pytest.mark.parametrize("n", [129, 1000])
-def test_committee_federations_do_not_by_default(n: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "on"), [(129, True), (200, True), (223, True), (224, False), (1000, False)]
+)
+def test_committee_federations_rerandomize_within_the_same_budget(n: int, on: bool) -> None:
+    """The budget is per participant whatever the sharing mode: with the automatic committee
+    every federation up to N = 223 (4.0 MiB, c = 145) re-randomizes, N = 224 and above not."""
     config = FederationCreate(name="f", n_participants=n).resolve()
     assert config.crypto.committee_size is not None
-    assert config.crypto.rerandomize_distances is False
+    assert config.crypto.rerandomize_distances is on
+    params = config.crypto_params()
+    assert (zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES) is on
 
 
 def test_an_explicit_choice_wins_both_ways() -> None:
