@@ -36,12 +36,12 @@ from secfpp.participant.learning import (
     LearningConfigError,
     Reduction,
     Strategy,
-    data_signal,
     get_reduction,
     get_strategy,
     load_backbone,
     load_dataset,
     read_class_list,
+    signal_of_data,
     split_dataset,
 )
 from secfpp.participant.learning.pin import check_pin, pinned_model
@@ -171,16 +171,16 @@ class PromptTrainer:
         """``x_i``: the reduced prompt, or with ``reduce_direction`` the unit direction of
         ``reduce(P_i) - reduce(G)``, what this participant's training added to the global
         prompt it started from (docs/protocol.md, "Reduced prompts"). With the ``data`` and
-        ``data-balanced`` signals: :func:`participant.learning.reduction.data_signal` of the
+        ``data-balanced`` signals: :func:`participant.learning.reduction.signal_of_data` of the
         training images' embeddings (``data-balanced``: and their labels; computed once;
         docs/protocol.md, "What SecPC clusters")."""
         assert self.reduction is not None
         if self.signal != "prompt":
             if self._data_x is None:
                 seed = int(getattr(self.reduction, "seed", 0))
-                labels = self.train_set.labels if self.signal == "data-balanced" else None
-                self._data_x = data_signal(
-                    self.train_set.features, self.reduction.r, seed, labels=labels
+                train = self.train_set
+                self._data_x = signal_of_data(
+                    self.signal, train.features, train.labels, self.reduction.r, seed
                 )
             return self._data_x.copy()
         x = self.reduction.reduce(self.strategy.prompt())

@@ -60,7 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.clustering.signal_replay import _case, case_signals, federation_config, replay
-from secfpp.federation import DEFAULT_SIGNAL
+from secfpp.federation import DATA_SIGNALS, DEFAULT_SIGNAL
 
 __all__ = ["TARGETS", "Case", "added_value", "judge", "main", "render", "suite"]
 
@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--false-split-rate", type=float, default=None)
     parser.add_argument(
         "--signal",
-        choices=("data-balanced", "data"),
+        choices=DATA_SIGNALS,
         default=DEFAULT_SIGNAL,
         help="the data signal replayed (reduction.signal; default: a new federation's)",
     )

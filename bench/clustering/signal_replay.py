@@ -40,7 +40,7 @@ from secfpp.crypto.clustering import ClusteringConfig, Membership, secpc_step
 from secfpp.crypto.dp.distance import DistanceNoise
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import Distances, centres_from_points, plaintext_distances
-from secfpp.federation import DEFAULT_SIGNAL
+from secfpp.federation import DATA_SIGNALS, DEFAULT_SIGNAL
 
 if TYPE_CHECKING:
     from demo.partition import DomainLoader
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--signal",
-        choices=("data-balanced", "data"),
+        choices=DATA_SIGNALS,
         default=DEFAULT_SIGNAL,
         help="the data signal replayed (reduction.signal; default: a new federation's)",
     )
@@ -253,11 +253,9 @@ def case_signals(
     ``--signals`` stores). ``signal``: ``data-balanced`` (the default) or ``data``
     (:func:`participant.learning.reduction.data_signal`). ``load``: the domain loader of
     :func:`demo.partition.setting_partition` (default: render or read it each time)."""
-    if signal not in ("data-balanced", "data"):
-        raise ValueError(f"the replay takes a data signal, not {signal!r}")
     from bench.accuracy.run import _participants
     from demo.partition import load_train_domain, setting_partition
-    from secfpp.participant.learning import data_signal
+    from secfpp.participant.learning.reduction import signal_of_data
 
     out = []
     for seed in seeds:
@@ -273,15 +271,7 @@ def case_signals(
             )
             data = _participants(built.parts, backbone, per_participant=images, seed=seed)
             cache[key] = np.stack(
-                [
-                    data_signal(
-                        d.train.features,
-                        128,
-                        seed,
-                        labels=d.train.labels if signal == "data-balanced" else None,
-                    )
-                    for d in data
-                ]
+                [signal_of_data(signal, d.train.features, d.train.labels, 128, seed) for d in data]
             )
             cache[f"{key}|domains"] = np.array([d.group for d in data])
         out.append((cache[key], [str(d) for d in cache[f"{key}|domains"]]))

@@ -43,6 +43,7 @@ from secfpp.participant.learning.reduction import (
     TokenPCAReduction,
     data_signal,
     get_reduction,
+    signal_of_data,
 )
 from secfpp.participant.learning.runtime import autocast, configure_threads, resolve_device
 from secfpp.participant.learning.strategies import (
@@ -105,5 +106,6 @@ __all__ = [
     "read_csv_dataset",
     "read_image_folder",
     "resolve_device",
+    "signal_of_data",
     "split_dataset",
 ]

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from secfpp.federation import DATA_SIGNALS
 from secfpp.participant.learning.errors import LearningConfigError
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "data_signal",
     "get_reduction",
     "jl_matrix",
+    "signal_of_data",
     "token_principal_directions",
 ]
 
@@ -116,6 +118,21 @@ def data_signal(
         raise LearningConfigError("features", "have a zero mean embedding: no data signal")
     unit: NDArray[np.float64] = x / norm
     return unit
+
+
+def signal_of_data(
+    signal: str,
+    features: NDArray[Any] | torch.Tensor,
+    labels: NDArray[Any] | torch.Tensor,
+    r: int,
+    seed: int,
+) -> NDArray[np.float64]:
+    """``x_i`` of the data signal ``signal`` names (``reduction.signal``, one of
+    :data:`~secfpp.federation.DATA_SIGNALS`): :func:`data_signal` of the training images'
+    ``features``, with their ``labels`` for ``data-balanced`` and without for ``data``."""
+    if signal not in DATA_SIGNALS:
+        raise LearningConfigError("signal", f"must be one of {DATA_SIGNALS}, not {signal!r}")
+    return data_signal(features, r, seed, labels=labels if signal == "data-balanced" else None)
 
 
 class Reduction(ABC):

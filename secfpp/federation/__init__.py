@@ -46,6 +46,7 @@ from secfpp.federation.dp import (
     DifferentialPrivacyConfig,
 )
 from secfpp.federation.policy import (
+    DATA_SIGNALS,
     DEFAULT_SIGNAL,
     SIGNALS,
     ClusteringPolicy,
@@ -71,6 +72,7 @@ from secfpp.federation.prototypes import (
 from secfpp.wire import limits
 
 __all__ = [
+    "DATA_SIGNALS",
     "DEFAULT_SIGNAL",
     "LDP_DEFAULT_CLIP_NORM",
     "LDP_DEFAULT_NOISE_MULTIPLIER",

@@ -16,6 +16,9 @@ Signal = Literal["data-balanced", "data", "prompt"]
 SIGNALS: tuple[str, ...] = get_args(Signal)
 """The values of :data:`Signal`, the default first (command-line choices)."""
 
+DATA_SIGNALS: tuple[str, ...] = ("data-balanced", "data")
+"""The signals computed from a participant's training data, not from its prompt."""
+
 DEFAULT_SIGNAL: Signal = "data-balanced"
 """A new federation's signal (docs/protocol.md, "What SecPC clusters")."""
 

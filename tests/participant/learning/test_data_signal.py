@@ -14,7 +14,7 @@ from secfpp.federation import ClusteringPolicy, FederationCreate
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.errors import LearningConfigError
 from secfpp.participant.learning.features import FeatureSet
-from secfpp.participant.learning.reduction import JLReduction, data_signal
+from secfpp.participant.learning.reduction import JLReduction, data_signal, signal_of_data
 from secfpp.participant.learning.strategies import get_strategy
 from secfpp.participant.trainer import PromptTrainer
 
@@ -228,3 +228,17 @@ def test_a_federation_stored_with_the_former_default_keeps_it() -> None:
     stored["reduction"]["signal"] = "data"
     loaded = type(FederationCreate.model_validate(body).resolve()).model_validate(stored)
     assert loaded.reduction.signal == "data"
+
+
+def test_the_signal_name_picks_the_labels_and_prompt_is_not_a_data_signal() -> None:
+    rng = np.random.default_rng(3)
+    features, labels = rng.normal(size=(12, E)), rng.integers(0, 3, 12)
+    np.testing.assert_array_equal(
+        signal_of_data("data-balanced", features, labels, R, 2),
+        data_signal(features, R, 2, labels=labels),
+    )
+    np.testing.assert_array_equal(
+        signal_of_data("data", features, labels, R, 2), data_signal(features, R, 2)
+    )
+    with pytest.raises(LearningConfigError, match="signal"):
+        signal_of_data("prompt", features, labels, R, 2)
