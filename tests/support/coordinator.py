@@ -349,6 +349,12 @@ def make_settings(db_url: str, **overrides: Any) -> Settings:
         "admin_token": ADMIN_TOKEN,
         "tick_interval_s": 0.2,
         "max_body_bytes": 256 * 1024,
+        # The upload that completes a stage waits for its decode (in this process's job
+        # worker) to finish, so a test reads the next stage right after it. The
+        # production default (0.5 s) is shorter than a decode on a loaded 2-core machine
+        # (PostgreSQL's worker picks the job up by polling): a test read "aggregation"
+        # after the last upload and failed at random.
+        "drive_wait_s": 30.0,
     }
     values.update(overrides)
     return Settings(**values)
