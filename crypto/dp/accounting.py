@@ -35,12 +35,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Literal
-
-import dp_accounting
-from scipy import optimize, special
+from typing import TYPE_CHECKING, Literal
 
 from secfpp.crypto.errors import ParameterError
+
+if TYPE_CHECKING:
+    import dp_accounting
+
+# dp-accounting and scipy are imported where they are used: importing them costs about
+# 0.6 s of CPU (scipy.stats and scipy.signal), which every coordinator and participant
+# process paid at start-up although most never compute an epsilon.
 
 __all__ = [
     "PLD_DISCRETIZATION",
@@ -91,6 +95,8 @@ def _check_releases(
 
 
 def _event(noise_multiplier: float, sampling_rate: float, count: int) -> dp_accounting.DpEvent:
+    import dp_accounting
+
     gaussian = dp_accounting.GaussianDpEvent(noise_multiplier)
     single = (
         gaussian
@@ -101,6 +107,10 @@ def _event(noise_multiplier: float, sampling_rate: float, count: int) -> dp_acco
 
 
 def _accountant(method: AccountingMethod) -> dp_accounting.PrivacyAccountant:
+    import dp_accounting
+    import dp_accounting.pld
+    import dp_accounting.rdp
+
     if method == "pld":
         return dp_accounting.pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
     if method == "rdp":
@@ -130,6 +140,8 @@ def compose_epsilon(
     ...     1.0, rounds=1, delta=1e-5, method="rdp")
     True
     """
+    import dp_accounting
+
     _check_delta(delta)
     events = []
     for noise_multiplier, sampling_rate, count in releases:
@@ -269,6 +281,8 @@ def calibrate_noise_multiplier(
 
 def _gdp_delta(epsilon: float, mu: float) -> float:
     """``delta(eps) = Phi(-eps/mu + mu/2) - e^eps * Phi(-eps/mu - mu/2)`` for mu-GDP."""
+    from scipy import special
+
     first = float(special.ndtr(-epsilon / mu + mu / 2.0))
     second = math.exp(epsilon + float(special.log_ndtr(-epsilon / mu - mu / 2.0)))
     return first - second
@@ -300,6 +314,8 @@ def gaussian_epsilon_closed_form(noise_multiplier: float, rounds: int, delta: fl
     high = 1.0
     while _gdp_delta(high, mu) > delta:
         high *= 2.0
+    from scipy import optimize
+
     root = optimize.brentq(lambda e: _gdp_delta(e, mu) - delta, 0.0, high, xtol=1e-12)
     return float(root)
 

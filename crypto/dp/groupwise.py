@@ -46,7 +46,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize
 
 from secfpp.crypto.dp.accounting import gaussian_epsilon_closed_form
 from secfpp.crypto.errors import ParameterError
@@ -236,6 +235,8 @@ def gaussian_multiplier(*, epsilon: float, delta: float, rounds: int) -> float:
     low, high = -10.0, 10.0
     if excess(high) > 0:
         raise ParameterError("epsilon", f"= {epsilon} is unreachable with z <= e^10")
+    from scipy import optimize  # on first use: scipy's import is slow (crypto.dp.accounting)
+
     root = float(optimize.brentq(excess, low, high, xtol=1e-12))
     return math.exp(root) * (1.0 + 1e-9)
 
