@@ -84,7 +84,10 @@ def test_crash_in_the_clustering_stage_resumes(
 ) -> None:
     from secfpp.coordinator.rounds import driver
 
-    settings = Settings(database_url=db_url, admin_token=ADMIN_TOKEN, tick_interval_s=60)
+    # drive_wait_s: an upload waits for the decode it queued (tests/support/coordinator.py)
+    settings = Settings(
+        database_url=db_url, admin_token=ADMIN_TOKEN, tick_interval_s=60, drive_wait_s=30.0
+    )
     real = driver.run_clustering
 
     def crash(*args: Any, **kwargs: Any) -> Any:
