@@ -46,6 +46,16 @@ zero-sharings).
 points: a malicious contributor's polynomial of the right degree with another value there
 shifts every output by that value, undetected (docs/protocol.md section 9).
 
+**Seeded contributions** (:meth:`ZeroSharing.contribute_seeded`, what participants send):
+the ``F`` free evaluations need not travel. Recipient ``j < F`` gets a fresh 32-byte seed
+(sealed) and expands it to ``rho(alpha_j)`` with :func:`expand_seed` (an AES-256-CTR
+stream, :class:`crypto.rng.SeedStream`); the contributor expands the same seeds and derives
+the other ``N - F`` evaluations from them, which travel as vectors. The polynomial is then
+pseudorandom instead of uniform on ``V`` (a computational guarantee, the one the sealing
+of every share already rests on), and a contribution costs ``(N - F) m`` elements plus
+``F`` seeds instead of ``N m`` elements: ``F = 2 T_c`` is about 0.6 to 0.75 of the points
+(0.62 at N = 100, 0.75 with N = 1,000's committee of 379), so 2.6x to 4x less traffic.
+
 **Drawing a zero-sharing** (:meth:`ZeroSharing.contribute`): like
 :meth:`crypto.lcc.LagrangeCode.share`, fix ``F = d + 1 - K`` evaluations uniformly at
 random, ``rho(alpha_0..alpha_{F-1})``, and get the others by Lagrange interpolation through
@@ -69,11 +79,14 @@ from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.field import FieldArray, PrimeField
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.linalg import field_sum, lagrange_matrix, matmul
-from secfpp.crypto.rng import RandomSource
+from secfpp.crypto.rng import RandomSource, SeedStream
 from secfpp.crypto.secpc import ReferenceSets, coded_distances
 
 __all__ = [
+    "SEED_SIZE",
+    "SeededContribution",
     "ZeroSharing",
+    "expand_seed",
     "output_bound",
     "rerandomize",
     "rerandomized_distances",
@@ -90,6 +103,44 @@ def output_bound(n_participants: int, max_clusters: int) -> int:
         if not isinstance(value, int) or value < 1:
             raise ParameterError(name, f"must be an int >= 1, not {value!r}")
     return n_participants * 2 * max_clusters + max_clusters * (max_clusters - 1) // 2
+
+
+SEED_SIZE = 32
+"""Bytes of the seed that stands for a free evaluation (:func:`expand_seed`)."""
+
+_SEED_LABEL = b"zero-sharing"
+
+
+def expand_seed(seed: bytes, prime: int, length: int) -> FieldArray:
+    """The ``length`` elements of GF(prime) a seed stands for: ``rho_o(alpha_j)`` for the
+    outputs ``o = 0..length-1`` of a free point ``j`` (:meth:`ZeroSharing.contribute_seeded`).
+
+    Raises:
+        ParameterError: the seed is not :data:`SEED_SIZE` bytes or ``length`` is not >= 1.
+    """
+    if not isinstance(seed, bytes) or len(seed) != SEED_SIZE:
+        raise ParameterError("seed", f"must be {SEED_SIZE} bytes")
+    if not isinstance(length, int) or length < 1:
+        raise ParameterError("length", f"must be an int >= 1, not {length!r}")
+    return SeedStream(seed, label=_SEED_LABEL).field_elements(prime, (length,))
+
+
+@dataclass(frozen=True, eq=False)
+class SeededContribution:
+    """One contributor's zero-sharing with its free evaluations as seeds.
+
+    Attributes:
+        seeds: for the points ``alpha_0 .. alpha_{S-1}`` (``S`` =
+            :attr:`ZeroSharing.seeded_points`): the seed whose :func:`expand_seed` is the
+            contribution's value there.
+        derived: shape (N - S, length): the values at ``alpha_S .. alpha_{N-1}``.
+    """
+
+    seeds: tuple[bytes, ...]
+    derived: FieldArray
+
+    def __repr__(self) -> str:  # never show a seed
+        return f"SeededContribution({len(self.seeds)} seeds, derived {self.derived.shape})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +173,12 @@ class ZeroSharing:
     @cached_property
     def _drawn(self) -> int:
         return min(self.free, self.code.n)
+
+    @property
+    def seeded_points(self) -> int:
+        """``S = min(F, N)``: the points ``alpha_0 .. alpha_{S-1}`` whose values are free
+        (drawn, or sent as seeds); the others are derived from them."""
+        return self._drawn
 
     @cached_property
     def interpolation(self) -> FieldArray:
@@ -159,6 +216,16 @@ class ZeroSharing:
         Returns:
             field elements, shape (N, length): ``rho_o(alpha_j)`` for each output ``o``.
         """
+        at_data = self._at_data(length, values)
+        field = self.code.field
+        drawn = rng.field_elements(field.prime, (self._drawn, length))
+        out = np.empty((self.code.n, length), dtype=np.int64)
+        out[: self._drawn] = drawn
+        out[self._drawn :] = self._derive(drawn, at_data)
+        return out
+
+    def _at_data(self, length: int, values: NDArray[np.int64] | None) -> FieldArray | None:
+        """``values`` checked and reduced mod p, shape (K, length); None for zeros."""
         if not isinstance(length, int) or length < 1:
             raise ParameterError("length", f"must be an int >= 1, not {length!r}")
         field = self.code.field
@@ -180,15 +247,36 @@ class ZeroSharing:
                     f"a degree-{self.poly_degree} polynomial on {self.code.n} points "
                     "has no derived evaluation to carry them",
                 )
-        drawn = rng.field_elements(field.prime, (self._drawn, length))
-        out = np.empty((self.code.n, length), dtype=np.int64)
-        out[: self._drawn] = drawn
-        if self._drawn < self.code.n:
-            derived = matmul(field, self.interpolation, drawn)
-            if at_data is not None:
-                derived = field.add(derived, matmul(field, self.data_interpolation, at_data))
-            out[self._drawn :] = derived
-        return out
+        return at_data
+
+    def contribute_seeded(
+        self, length: int, rng: RandomSource, *, values: NDArray[np.int64] | None = None
+    ) -> SeededContribution:
+        """:meth:`contribute` with the free evaluations sent as seeds (module doc).
+
+        The value at ``alpha_j``, ``j < S``, is ``expand_seed(seeds[j], p, length)``; the
+        rows of ``derived`` are the values at ``alpha_S .. alpha_{N-1}``. ``values`` as in
+        :meth:`contribute`. Returns the same polynomial :meth:`contribute` would for free
+        evaluations equal to the expanded seeds.
+        """
+        at_data = self._at_data(length, values)
+        prime = self.code.field.prime
+        seeds = tuple(rng.random_bytes(SEED_SIZE) for _ in range(self._drawn))
+        drawn = np.empty((self._drawn, length), dtype=np.int64)
+        for row, seed in enumerate(seeds):
+            drawn[row] = expand_seed(seed, prime, length)
+        return SeededContribution(seeds, self._derive(drawn, at_data))
+
+    def _derive(self, drawn: FieldArray, at_data: FieldArray | None) -> FieldArray:
+        """The values at the derived points from the free ones (and those at the data
+        points, zero when ``at_data`` is None): shape (N - S, length)."""
+        field = self.code.field
+        if self._drawn >= self.code.n:
+            return np.empty((0, drawn.shape[1]), dtype=np.int64)
+        derived = matmul(field, self.interpolation, drawn)
+        if at_data is not None:
+            derived = field.add(derived, matmul(field, self.data_interpolation, at_data))
+        return derived
 
 
 def rerandomize(

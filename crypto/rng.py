@@ -28,7 +28,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from numpy.typing import NDArray
 
-__all__ = ["DeterministicRandom", "RandomSource", "SystemRandom"]
+__all__ = ["DeterministicRandom", "RandomSource", "SeedStream", "SystemRandom"]
 
 Shape = int | tuple[int, ...]
 
@@ -70,6 +70,14 @@ class _ByteSampler:
     """Draw elements of primes below ``2**32`` from 4-byte words (half the bytes); off
     for :class:`DeterministicRandom`, whose streams known-answer vectors pin."""
 
+    _tight_batches = False
+    """Ask the byte source for about what rejection sampling will keep (``missing /
+    acceptance``, plus 2 % and 16 words) instead of twice the missing words: for the
+    Mersenne primes nearly every word is kept, so half the stream was drawn and dropped.
+    Within one call the result is the first accepted words of the stream either way; only
+    what a *later* call sees changes, so it is off for :class:`DeterministicRandom` (its
+    known-answer vectors pin several calls)."""
+
     def random_bytes(self, n: int) -> bytes:  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -84,9 +92,12 @@ class _ByteSampler:
         bound = dtype.type(prime)
         out = np.empty(size, dtype=np.int64)
         filled = 0
+        acceptance = prime / (1 << bits)  # > 1/2: bits is the bit length of p - 1
         while filled < size:
-            # Acceptance probability is > 1/2, so ask for twice what is missing.
-            want = max(2 * (size - filled), 16)
+            if self._tight_batches:
+                want = int((size - filled) / acceptance * 1.02) + 16
+            else:  # acceptance probability is > 1/2: ask for twice what is missing
+                want = max(2 * (size - filled), 16)
             words = np.frombuffer(self.random_bytes(width * want), dtype=dtype) & mask
             good = words[words < bound].astype(np.int64)
             take = min(good.size, size - filled)
@@ -127,6 +138,7 @@ class SystemRandom(_ByteSampler):
     """
 
     _narrow_words = True
+    _tight_batches = True
 
     def random_bytes(self, n: int) -> bytes:
         if n < _STREAM_FROM:
@@ -139,7 +151,19 @@ class SystemRandom(_ByteSampler):
         return "SystemRandom()"
 
 
-class DeterministicRandom(_ByteSampler):
+class _KeyedStream(_ByteSampler):
+    """The AES-256-CTR keystream under a 32-byte key, from a zero initial counter."""
+
+    def __init__(self, key: bytes) -> None:
+        self._encryptor = Cipher(algorithms.AES(key), modes.CTR(b"\x00" * 16)).encryptor()
+
+    def random_bytes(self, n: int) -> bytes:
+        if n < 0:
+            raise ValueError(f"Argument 'n' must be non-negative, not {n}")
+        return self._encryptor.update(b"\x00" * n)
+
+
+class DeterministicRandom(_KeyedStream):
     """Reproducible CSPRNG: the AES-256-CTR keystream under ``SHA-256(seed)``.
 
     For tests, known-answer vectors and benchmarks only; two instances with the
@@ -154,16 +178,34 @@ class DeterministicRandom(_ByteSampler):
             seed = seed.to_bytes(16, "little", signed=True)
         elif isinstance(seed, str):
             seed = seed.encode()
-        key = hashlib.sha256(b"secfpp-drbg|" + seed).digest()
-        self._encryptor = Cipher(algorithms.AES(key), modes.CTR(b"\x00" * 16)).encryptor()
-
-    def random_bytes(self, n: int) -> bytes:
-        if n < 0:
-            raise ValueError(f"Argument 'n' must be non-negative, not {n}")
-        return self._encryptor.update(b"\x00" * n)
+        super().__init__(hashlib.sha256(b"secfpp-drbg|" + seed).digest())
 
     def __repr__(self) -> str:
         return "DeterministicRandom(<seed>)"
+
+
+class SeedStream(_KeyedStream):
+    """A pseudorandom stream that two parties derive from one shared secret seed.
+
+    The AES-256-CTR keystream under ``SHA-256(label | seed)`` (zero initial counter): the
+    construction of :class:`DeterministicRandom`, for production use where a party sends
+    a 32-byte secret seed instead of the values it stands for (the zero-sharings of
+    :mod:`crypto.rerandomize`). Each seed is fresh from a :class:`SystemRandom`, used for
+    one stream only and travels sealed, so the stream is indistinguishable from uniform to
+    anyone without the seed. ``label`` separates the uses of one seed (none today).
+    Field elements come from 8-byte words whatever the prime (the stream is pinned by
+    known-answer vectors).
+    """
+
+    _tight_batches = True  # one call per stream (expand_seed): its result is unchanged
+
+    def __init__(self, seed: bytes, *, label: bytes) -> None:
+        if not isinstance(seed, bytes) or len(seed) != 32:
+            raise ValueError("Argument 'seed' must be 32 bytes")
+        super().__init__(hashlib.sha256(b"secfpp-seed-stream|" + label + b"|" + seed).digest())
+
+    def __repr__(self) -> str:
+        return "SeedStream(<seed>)"
 
 
 def default_random() -> RandomSource:

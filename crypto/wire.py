@@ -399,9 +399,10 @@ def _unpack_expected(
 
 
 # -- sealed-envelope batches ---------------------------------------------------------------
-ENVELOPE_KINDS: Final = ("prompt", "update", "zero")
+ENVELOPE_KINDS: Final = ("prompt", "update", "zero", "zero-seed")
 """Envelope kinds by their code on the wire (0: prompt shares, 1: update shares, 2:
-zero-sharing contributions of the re-randomized distance stage, :mod:`crypto.rerandomize`)."""
+zero-sharing contributions of the re-randomized distance stage, :mod:`crypto.rerandomize`,
+3: the same contributions sent as seeds)."""
 DEFAULT_MAX_ENVELOPES: Final = 4096
 """Default cap on the records of a batch a receiver accepts."""
 

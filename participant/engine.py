@@ -57,6 +57,7 @@ from secfpp.participant.protocol import (
     distance_payload,
     distance_request,
     open_inbox,
+    open_zero_contributions,
     peer_keys,
     prompt_from_document,
     round_committee,
@@ -446,16 +447,24 @@ class Engine:
             size = self.config.aggregation_length
             length = self.params.aggregation_lcc().chunk_length(size)
         inbox = self.client.inbox(self.participant_id, number)
+        keys: dict[str, Any] = {
+            "federation_id": self.federation_id,
+            "index": self.index,
+            "private_key": self.key_ring,
+            "peers": peer_keys(task),
+        }
+        if kind == ZERO_KIND:  # vectors and seeds (participant/rerandomize.py)
+            zeros = open_zero_contributions(inbox, prime=prime, length=length, **keys)
+            if zeros.failed:
+                self._say(f"round {number}: zero-sharings from {list(zeros.failed)} failed")
+            return zeros
         opened = open_inbox(
             inbox,
             kind=kind,
             context_stage=specs.get(kind, {}).get("context_stage", f"sharing-{kind}"),
             prime=prime,
             share_length=length,
-            federation_id=self.federation_id,
-            index=self.index,
-            private_key=self.key_ring,
-            peers=peer_keys(task),
+            **keys,
         )
         if opened.failed:
             self._say(f"round {number}: shares from {list(opened.failed)} failed authentication")

@@ -40,13 +40,19 @@ from secfpp.crypto.refusal import (
     check_distance_request,
     distance_request_digest,
 )
-from secfpp.crypto.rerandomize import ZeroSharing, rerandomized_distances
+from secfpp.crypto.rerandomize import (
+    SeededContribution,
+    ZeroSharing,
+    expand_seed,
+    rerandomized_distances,
+)
 from secfpp.crypto.rng import RandomSource
 from secfpp.crypto.secpc import ReferenceSets, coded_distances
 from secfpp.crypto.transport import (
     ShareContext,
     SharedSecretSource,
     load_public_key,
+    open_share,
     open_share_into,
     seal_share,
 )
@@ -58,7 +64,14 @@ from secfpp.crypto.wire import (
     vector_size,
 )
 from secfpp.participant.contributions import Evidence
-from secfpp.participant.rerandomize import ZERO_KIND, zero_sharing_length
+from secfpp.participant.rerandomize import (
+    ZERO_CONTEXT_STAGE,
+    ZERO_KIND,
+    ZERO_SEED_CONTEXT_STAGE,
+    ZERO_SEED_KIND,
+    zero_sharing_length,
+    zero_split,
+)
 from secfpp.wire.messages import PromptOut, Task
 
 if TYPE_CHECKING:
@@ -255,17 +268,51 @@ def share_body(
     )
     round_number = task_round(task)
     envelopes = []
+
+    def seal(recipient: int, kind: str, stage: str, plain: bytes) -> None:
+        context = ShareContext(federation_id, round_number, stage, index, recipient)
+        sealed = seal_share(private_key, peers[recipient], plain, context=context, rng=rng)
+        envelopes.append(
+            {
+                "recipient": recipient,
+                "kind": kind,
+                "ciphertext": base64.b64encode(sealed).decode("ascii"),
+            }
+        )
+
+    seeded = ZERO_SEED_KIND in kinds
+    if seeded and ZERO_KIND not in kinds:
+        raise ValueError(f"the task asks for {ZERO_SEED_KIND!r} envelopes without {ZERO_KIND!r}")
+    contribution: SeededContribution | None = None
     for spec in sharing.envelopes:
         kind = spec.kind
-        if kind == ZERO_KIND:  # zero-sharing contribution: no data, only fresh randomness
+        if kind in (ZERO_KIND, ZERO_SEED_KIND):  # zero-sharing: no data, only randomness
             code = params.clustering_lcc()
             length = zero_sharing_length(params)
             if length != spec.vector_length:
                 raise ValueError(
                     f"zero-sharing has {length} entries, the task asks for {spec.vector_length}"
                 )
-            values = None if distance_noise is None else distance_noise.share(length, rng=rng)
-            shares = ZeroSharing(code).contribute(length, rng, values=values)
+            if not seeded:  # a coordinator of an earlier release: vectors to everybody
+                values = None if distance_noise is None else distance_noise.share(length, rng=rng)
+                shares = ZeroSharing(code).contribute(length, rng, values=values)
+            else:  # one contribution: seeds to the free points, vectors to the others
+                if contribution is None:
+                    values = (
+                        None if distance_noise is None else distance_noise.share(length, rng=rng)
+                    )
+                    contribution = ZeroSharing(code).contribute_seeded(length, rng, values=values)
+                seeds, vectors = zero_split(params, {r: point[r] for r in sharing.recipients})
+                stage = spec.context_stage
+                if kind == ZERO_SEED_KIND:
+                    for recipient in seeds:
+                        seal(recipient, kind, stage, contribution.seeds[point[recipient]])
+                elif vectors:
+                    start = len(contribution.seeds)
+                    rows = pack_field_vectors(contribution.derived, prime=spec.prime)
+                    for recipient in vectors:
+                        seal(recipient, kind, stage, rows[point[recipient] - start])
+                continue
         elif kind == "prompt":
             if reduced is None:
                 raise ValueError("the task asks for a prompt share but no reduced prompt exists")
@@ -287,19 +334,9 @@ def share_body(
                     f"{spec.vector_length}"
                 )
             shares = code.share(vector, rng)
-        stage, prime = spec.context_stage, spec.prime
-        packed_rows = pack_field_vectors(shares, prime=prime)
+        packed_rows = pack_field_vectors(shares, prime=spec.prime)
         for recipient in sharing.recipients:
-            context = ShareContext(federation_id, round_number, stage, index, recipient)
-            packed = packed_rows[point[recipient]]
-            sealed = seal_share(private_key, peers[recipient], packed, context=context, rng=rng)
-            envelopes.append(
-                {
-                    "recipient": recipient,
-                    "kind": kind,
-                    "ciphertext": base64.b64encode(sealed).decode("ascii"),
-                }
-            )
+            seal(recipient, kind, spec.context_stage, packed_rows[point[recipient]])
     return {"envelopes": envelopes}
 
 
@@ -363,6 +400,56 @@ def open_inbox(
     values, bad = unpack_field_vectors(plain[: len(rows)], prime=prime, length=share_length)
     failed.update(rows[i] for i in bad)
     shares = {sender: values[i] for i, sender in enumerate(rows) if sender not in failed}
+    return OpenedShares(shares, tuple(sorted(failed)))
+
+
+def open_zero_contributions(
+    inbox: ReceivedInbox,
+    *,
+    prime: int,
+    length: int,
+    federation_id: str,
+    index: int,
+    private_key: SharedSecretSource,
+    peers: Mapping[int, X25519PublicKey],
+) -> OpenedShares:
+    """Every zero-sharing contribution addressed to this participant, as vectors of
+    ``length`` elements: opened from :data:`ZERO_KIND` envelopes, or expanded from the seed
+    of a :data:`ZERO_SEED_KIND` envelope (:func:`crypto.rerandomize.expand_seed`). A sender
+    whose envelope does not open, or opens to anything but a share of ``length`` elements or
+    a seed of 32 bytes, is in ``failed``; so is one that sent both kinds."""
+    vectors = open_inbox(
+        inbox,
+        kind=ZERO_KIND,
+        context_stage=ZERO_CONTEXT_STAGE,
+        prime=prime,
+        share_length=length,
+        federation_id=federation_id,
+        index=index,
+        private_key=private_key,
+        peers=peers,
+    )
+    shares = dict(vectors.shares)
+    failed = set(vectors.failed)
+    seen: set[int] = set()
+    for env in inbox.envelopes:
+        sender = env.sender
+        if env.kind != ZERO_SEED_KIND or sender in seen:
+            continue
+        seen.add(sender)
+        try:
+            if sender not in peers or sender in shares or sender in failed:
+                raise ShareAuthenticationError()  # a stranger, or a vector as well
+            ciphertext = env.ciphertext
+            sealed = ciphertext if isinstance(ciphertext, bytes) else base64.b64decode(ciphertext)
+            context = ShareContext(
+                federation_id, inbox.round, ZERO_SEED_CONTEXT_STAGE, sender, index
+            )
+            seed = open_share(private_key, peers[sender], sealed, context=context)
+            shares[sender] = expand_seed(seed, prime, length)
+        except (ShareAuthenticationError, ValueError):  # ParameterError: not 32 bytes
+            shares.pop(sender, None)
+            failed.add(sender)
     return OpenedShares(shares, tuple(sorted(failed)))
 
 

@@ -12,6 +12,14 @@ round). In the distance stage the recipient opens them
 :func:`participant.protocol.distance_payload` (``zeros=``), which adds every present
 participant's contribution and refuses (``missing_share``) when one did not open.
 
+A contribution's free evaluations travel as seeds (:meth:`crypto.rerandomize.ZeroSharing.
+contribute_seeded`): the recipients at the code's first ``seeded_points`` points get a 32-byte
+seed in a :data:`ZERO_SEED_KIND` envelope (``ShareContext`` stage
+:data:`ZERO_SEED_CONTEXT_STAGE`) and expand it, the others a vector in a :data:`ZERO_KIND`
+envelope (:func:`zero_split` says which; the coordinator's task lists both kinds and checks the
+same split). A task from a coordinator of an earlier release lists only :data:`ZERO_KIND`: then
+every recipient gets a vector, as before.
+
 Whether to re-randomize comes from the federation's config (:func:`rerandomizes`), never
 from a round's task: a coordinator cannot ask some members for plain results.
 """
@@ -19,16 +27,30 @@ from a round's task: a coordinator cannot ask some members for plain results.
 from __future__ import annotations
 
 from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import output_bound
+from secfpp.crypto.rerandomize import ZeroSharing, output_bound
 from secfpp.federation import FederationConfig
 
-__all__ = ["ZERO_CONTEXT_STAGE", "ZERO_KIND", "rerandomizes", "zero_sharing_length"]
+__all__ = [
+    "ZERO_CONTEXT_STAGE",
+    "ZERO_KIND",
+    "ZERO_SEED_CONTEXT_STAGE",
+    "ZERO_SEED_KIND",
+    "rerandomizes",
+    "zero_sharing_length",
+    "zero_split",
+]
 
 ZERO_KIND = "zero"
 """Envelope kind of a zero-sharing contribution."""
 
 ZERO_CONTEXT_STAGE = "sharing-zero"
 """The ``ShareContext.stage`` a zero-sharing contribution is sealed under."""
+
+ZERO_SEED_KIND = "zero-seed"
+"""Envelope kind of a zero-sharing contribution's value at a free point, as a seed."""
+
+ZERO_SEED_CONTEXT_STAGE = "sharing-zero-seed"
+"""The ``ShareContext.stage`` a contribution's seed is sealed under."""
 
 
 def zero_sharing_length(params: CryptoParams) -> int:
@@ -42,3 +64,15 @@ def rerandomizes(config: FederationConfig) -> bool:
     if config.dp.distance_noise_multiplier is not None:
         return True
     return config.crypto.rerandomize_distances
+
+
+def zero_split(params: CryptoParams, point: dict[int, int]) -> tuple[list[int], list[int]]:
+    """The recipients that get a contribution as a seed, and those that get a vector.
+
+    ``point`` maps each recipient to its code point (its committee position, or itself).
+    Seeds go to the points below :attr:`~crypto.rerandomize.ZeroSharing.seeded_points`.
+    """
+    seeded = ZeroSharing(params.clustering_lcc()).seeded_points
+    seeds = sorted(r for r, k in point.items() if k < seeded)
+    vectors = sorted(r for r, k in point.items() if k >= seeded)
+    return seeds, vectors

@@ -8,16 +8,20 @@ bound :func:`crypto.rerandomize.output_bound`, the worst case):
 
 * **distance stage, member** — before: open the ``N - 1`` prompt envelopes and compute
   the coded distances (:func:`crypto.secpc.coded_distances`); after: the same, plus open
-  the ``N - 1`` zero-sharing envelopes (sealed like every share, each of the bound's
-  length) and add them (:func:`crypto.rerandomize.rerandomize`).
+  the ``N - 1`` zero-sharing envelopes and add them (:func:`crypto.rerandomize.rerandomize`).
+  A member at one of the code's first ``2 T_c`` points gets 32-byte seeds and expands each
+  to the bound's length (:func:`crypto.rerandomize.expand_seed`); the others get vectors of
+  the bound's length. Both are timed; the stage takes the slower.
 * **distance stage, decode** — the coordinator's decode of the members' results. Before
   and after decode a codeword of the same length and degree (re-randomized results are
   one), timed on separate codewords in the same run.
-* **sharing stage, participant** (moved there by the design): drawing one zero-sharing of
-  the bound's length for the ``c`` recipients (:meth:`crypto.rerandomize.ZeroSharing.contribute`),
-  packing and sealing ``c`` envelopes.
+* **sharing stage, participant** (moved there by the design): drawing one seeded
+  zero-sharing of the bound's length for the ``c`` recipients
+  (:meth:`crypto.rerandomize.ZeroSharing.contribute_seeded`: ``2 T_c`` seeds expanded, the
+  other values derived), packing and sealing ``c - 2 T_c`` vectors and ``2 T_c`` seeds.
 * **traffic**: bytes a participant uploads and a member receives per round for the
-  zero-sharing, beside today's prompt shares and results.
+  zero-sharing, beside today's prompt shares and results (and, for comparison, with a
+  vector to every recipient, the design before seeds).
 
 The incoming shares and contributions are uniform field elements: with ``T >= 1`` one
 share is uniform (see :mod:`bench.crypto.committee`); a contribution's value at one point is
@@ -54,7 +58,15 @@ from bench.crypto.committee import (
 from bench.crypto.decode import make_case
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.quantize import quantize
-from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomize, rerandomized_distances
+from secfpp.crypto.rerandomize import (
+    SEED_SIZE,
+    SeededContribution,
+    ZeroSharing,
+    expand_seed,
+    output_bound,
+    rerandomize,
+    rerandomized_distances,
+)
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
 from secfpp.crypto.secpc import coded_distances, decode_distances, plaintext_distances
 from secfpp.crypto.transport import (
@@ -63,6 +75,7 @@ from secfpp.crypto.transport import (
     KeyRing,
     ShareContext,
     generate_keypair,
+    open_share,
     seal_share,
 )
 from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
@@ -101,7 +114,14 @@ def _real_check(s: Setting, seed: int = 3) -> str:
     shares = np.stack([code.share(x, rng) for x in q], axis=1)  # (members, n, r)
     zeros = ZeroSharing(code)
     bound = output_bound(s.n, 8)
-    contributions = np.stack([zeros.contribute(bound, rng) for _ in range(s.n)], axis=1)
+
+    def expanded(c: SeededContribution) -> np.ndarray:
+        seeds = [expand_seed(seed, code.field.prime, bound) for seed in c.seeds]
+        return np.vstack([*seeds, c.derived])
+
+    contributions = np.stack(
+        [expanded(zeros.contribute_seeded(bound, rng)) for _ in range(s.n)], axis=1
+    )
     results = {
         j: rerandomized_distances(
             code.field, dict(enumerate(shares[j])), dict(enumerate(contributions[j])), refs
@@ -130,6 +150,15 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     rng = DeterministicRandom(1)
     ring, senders, prompt_inbox = _inbox(s.n, r, prime, "sharing-prompt", 1)
     _, _, zero_inbox = _inbox(s.n, bound, prime, "sharing-zero", 1)  # same member and senders
+    seed_inbox = [
+        seal_share(
+            k.private,
+            ring.public_key(),
+            rng.random_bytes(SEED_SIZE),
+            context=ShareContext("bench", 1, "sharing-zero-seed", i, 0),
+        )
+        for i, k in enumerate(senders)
+    ]
     uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
     own_zero = rng.field_elements(prime, bound)  # the member's own contribution
 
@@ -138,7 +167,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
         opened[s.n - 1] = uniform[s.n - 1]
         coded_distances(code.field, opened, refs)
 
-    def after() -> None:
+    def after() -> None:  # a member that gets vectors
         opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
         opened[s.n - 1] = uniform[s.n - 1]
         coded = coded_distances(code.field, opened, refs)
@@ -146,10 +175,33 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
         zeros[s.n - 1] = own_zero
         rerandomize(code.field, coded, zeros, refs.participants)
 
+    def after_seeded() -> None:  # a member that gets seeds
+        opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
+        opened[s.n - 1] = uniform[s.n - 1]
+        coded = coded_distances(code.field, opened, refs)
+        zeros = {
+            i: expand_seed(
+                open_share(
+                    ring,
+                    senders[i].public,
+                    env,
+                    context=ShareContext("bench", 1, "sharing-zero-seed", i, 0),
+                ),
+                prime,
+                bound,
+            )
+            for i, env in enumerate(seed_inbox)
+        }
+        zeros[s.n - 1] = own_zero
+        rerandomize(code.field, coded, zeros, refs.participants)
+
     before()
     after()  # first runs fault in pages; then alternate, best of `sample`
+    after_seeded()
     member_before = min(cpu(before) for _ in range(sample))
-    member_after = min(cpu(after) for _ in range(sample))
+    member_vector = min(cpu(after) for _ in range(sample))
+    member_seed = min(cpu(after_seeded) for _ in range(sample))
+    member_after = max(member_vector, member_seed)
     case_before = make_case(s.n, "distance", bound, 0, seed=1)
     case_after = make_case(s.n, "distance", bound, 0, seed=2)
     decode_before = min(
@@ -164,15 +216,21 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     sender = _warm_ring(generate_keypair(rng), recipients, "sharing-zero")
     zeros = ZeroSharing(code)
     zeros.contribute(1, rng)  # interpolation matrix, once per federation
+    seeded = zeros.seeded_points
 
     def contribute() -> None:
-        values = zeros.contribute(bound, SystemRandom())
-        _seal_all(sender, recipients, pack_field_vectors(values, prime=prime), "sharing-zero")
+        values = zeros.contribute_seeded(bound, SystemRandom())
+        _seal_all(sender, recipients[:seeded], list(values.seeds), "sharing-zero-seed")
+        if seeded < s.members:
+            packed = pack_field_vectors(values.derived, prime=prime)
+            _seal_all(sender, recipients[seeded:], packed, "sharing-zero")
 
     contribute()
     share_extra = min(cpu(contribute) for _ in range(sample))
     zero_env = ENVELOPE_OVERHEAD + _HEADER + bound * 8
+    seed_env = ENVELOPE_OVERHEAD + SEED_SIZE
     prompt_env = ENVELOPE_OVERHEAD + _HEADER + r * 8
+    up_extra = (s.members - seeded) * zero_env + seeded * seed_env
     return {
         "n": s.n,
         "c": s.members,
@@ -180,14 +238,20 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
         "outputs": bound,
         "member_before": member_before,
         "member_after": member_after,
+        "member_vector": member_vector,
+        "member_seed": member_seed,
+        "seeded": seeded,
         "decode_before": decode_before,
         "decode_after": decode_after,
         "share_extra": share_extra,
         "up_before_mb": s.members * prompt_env / 2**20,
-        "up_extra_mb": s.members * zero_env / 2**20,
+        "up_extra_mb": up_extra / 2**20,
+        "up_unseeded_mb": s.members * zero_env / 2**20,
         "in_before_mb": (s.n - 1) * prompt_env / 2**20,
         "in_extra_mb": (s.n - 1) * zero_env / 2**20,
-        "round_extra_gb": s.n * s.members * zero_env / 2**30,
+        "in_seed_mb": (s.n - 1) * seed_env / 2**20,
+        "round_extra_gb": s.n * up_extra / 2**30,
+        "round_unseeded_gb": s.n * s.members * zero_env / 2**30,
         # T + 1 contributors, each sending c - 2T values per output (2T from pairwise keys)
         "floor_gb": (s.clustering.t + 1)
         * max(s.members - 2 * s.clustering.t, 0)
@@ -210,8 +274,8 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         "Reference sets: 8 clusters and their 8 probes, so `result_length` equals the public "
         "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run.",
         "",
-        "| setting | N | c | T_c | outputs | member s before | member s after | decode s before "
-        "| decode s after | stage s before | stage s after | ratio |",
+        "| setting | N | c | T_c | outputs | member s before | member s after (vectors / "
+        "seeds) | decode s before | decode s after | stage s before | stage s after | ratio |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, m in rows:
@@ -219,26 +283,31 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         stage_a = m["member_after"] + m["decode_after"]
         lines.append(
             f"| {s.label} | {s.n} | {s.members} | {m['t']:.0f} | {m['outputs']:,.0f} "
-            f"| {m['member_before']:.3f} | {m['member_after']:.3f} | {m['decode_before']:.3f} "
+            f"| {m['member_before']:.3f} | {m['member_vector']:.3f} / {m['member_seed']:.3f} "
+            f"| {m['decode_before']:.3f} "
             f"| {m['decode_after']:.3f} | {stage_b:.3f} | {stage_a:.3f} "
             f"| {stage_a / stage_b:.2f}x |"
         )
     lines += [
         "",
         "Stage = one member's work (open its inbox, compute) plus the coordinator's decode: the "
-        "distance stage's critical path when members work in parallel.",
+        "distance stage's critical path when members work in parallel, with the slower of a "
+        "member that gets vectors and one that gets seeds (the first `2 T_c` code points).",
         "",
         "Moved to the sharing stage (per participant, per round) and traffic:",
         "",
-        "| setting | zero-sharing draw + seal s | MB up/participant today | + MB up | MB in/member "
-        "today | + MB in | + GB per round through the coordinator | floor GB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| setting | seeded points | zero-sharing draw + seal s | MiB up/participant today "
+        "| + MiB up (no seeds) | MiB in/member today | + MiB in (vectors / seeds) "
+        "| + GiB per round through the coordinator (no seeds) | floor GiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, m in rows:
         lines.append(
-            f"| {s.label} | {m['share_extra']:.3f} | {m['up_before_mb']:.2f} "
-            f"| {m['up_extra_mb']:.1f} | {m['in_before_mb']:.2f} | {m['in_extra_mb']:.1f} "
-            f"| {m['round_extra_gb']:.2f} | {m['floor_gb']:.2f} |"
+            f"| {s.label} | {m['seeded']:.0f} of {s.members} | {m['share_extra']:.3f} "
+            f"| {m['up_before_mb']:.2f} "
+            f"| {m['up_extra_mb']:.2f} ({m['up_unseeded_mb']:.1f}) | {m['in_before_mb']:.2f} "
+            f"| {m['in_extra_mb']:.1f} / {m['in_seed_mb']:.2f} "
+            f"| {m['round_extra_gb']:.2f} ({m['round_unseeded_gb']:.2f}) | {m['floor_gb']:.2f} |"
         )
     lines += [
         "",
@@ -246,7 +315,9 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         "colluders must carry at least, `(T + 1)(c - 2T)` values per output (T + 1 "
         "contributors so that one is honest; each polynomial's other 2T values could come from "
         "keys it shares with 2T members). The design measured here (every present participant "
-        "contributes, no derived values) carries `N c` values per output.",
+        "contributes, its 2T free values as seeds) carries `N (c - 2T)` values per output: the "
+        "floor's per-contributor cost, with N contributors instead of T + 1. Before seeds "
+        "(in parentheses) it carried `N c`.",
         "",
         *[f"- {note}" for note in notes],
         "",
@@ -267,8 +338,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((s, measure(s, args.sample)))
         if n <= 128:
             notes.append(_real_check(s))
-    args = argv if argv is not None else sys.argv[1:]
-    command = "python -m bench.crypto.rerandomize " + " ".join(args)
+    given = argv if argv is not None else sys.argv[1:]
+    command = "python -m bench.crypto.rerandomize " + " ".join(given)
     text = render(rows, notes, command.strip())
     print(text)
     if args.out:

@@ -51,15 +51,11 @@ from secfpp.participant.protocol import (
     aggregation_payload,
     distance_payload,
     open_inbox,
+    open_zero_contributions,
     peer_keys,
     share_body,
 )
-from secfpp.participant.rerandomize import (
-    ZERO_CONTEXT_STAGE,
-    ZERO_KIND,
-    rerandomizes,
-    zero_sharing_length,
-)
+from secfpp.participant.rerandomize import rerandomizes, zero_sharing_length
 from secfpp.wire.messages import Inbox, Task
 from tests.support.trainers import FixedTrainer, group_of
 
@@ -356,12 +352,10 @@ def compute_result(
         peers=peer_keys(the_task),
     )
     if stage == "distances" and rerandomizes(config):  # as the daemon: every present zero
-        zeros = open_inbox(
+        zeros = open_zero_contributions(
             received,
-            kind=ZERO_KIND,
-            context_stage=ZERO_CONTEXT_STAGE,
             prime=spec.prime,
-            share_length=zero_sharing_length(params),
+            length=zero_sharing_length(params),
             federation_id=federation_id,
             index=index,
             private_key=load_private_key(private_key),

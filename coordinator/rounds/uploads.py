@@ -26,7 +26,7 @@ from secfpp.coordinator.errors import ProblemError, from_crypto_error
 from secfpp.coordinator.rounds import store, store_envelopes
 from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.state import RoundState
-from secfpp.coordinator.rounds.views import envelope_specs
+from secfpp.coordinator.rounds.views import envelope_specs, kind_recipients
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.refusal import aggregation_request_digest, distance_request_digest
 from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
@@ -106,6 +106,7 @@ def accept_shares(
     _check_member(state, me, Stage.SHARING)
     sizes = {s.kind: s.envelope_length for s in envelope_specs(config, state.clustering)}
     recipients = set(state.share_recipients())
+    wanted = kind_recipients(config, state)
     given: dict[tuple[int, str], bytes] = {}
     for env in envelopes:
         if env.kind not in sizes:
@@ -123,6 +124,14 @@ def accept_shares(
                 f"recipient {env.recipient} is not {where}",
                 recipient=env.recipient,
             )
+        if env.recipient not in wanted[env.kind]:
+            other = "zero" if env.kind == "zero-seed" else "zero-seed"
+            raise ProblemError(
+                "bad_envelope",
+                f"recipient {env.recipient} gets its zero-sharing as {other!r}, not "
+                f"{env.kind!r} (docs/protocol.md section 4)",
+                reason="wrong_kind",
+            )
         if (env.recipient, env.kind) in given:
             raise ProblemError(
                 "duplicate_envelope", f"two {env.kind} envelopes for recipient {env.recipient}"
@@ -135,7 +144,7 @@ def accept_shares(
                 reason="wrong_length",
             )
         given[(env.recipient, env.kind)] = env.ciphertext
-    missing = sorted({(r, k) for r in recipients for k in sizes} - set(given))
+    missing = sorted({(r, k) for k, rs in wanted.items() for r in rs} - set(given))
     if missing:
         raise ProblemError(
             "missing_recipient",

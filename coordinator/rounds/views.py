@@ -27,7 +27,7 @@ from secfpp.coordinator.rounds.participant_metrics import round_metrics
 from secfpp.coordinator.rounds.probes import probe_beacon
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.clustering import Membership
-from secfpp.crypto.rerandomize import output_bound
+from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, output_bound
 from secfpp.crypto.transport import ENVELOPE_OVERHEAD
 from secfpp.crypto.wire import element_width
 from secfpp.federation import FederationConfig
@@ -60,13 +60,19 @@ __all__ = [
     "federation_status",
     "inbox",
     "inbox_records",
+    "kind_recipients",
     "outcome",
     "round_status",
     "task",
     "waiting_poll_after",
 ]
 
-CONTEXT_STAGES = {"prompt": "sharing-prompt", "update": "sharing-update", "zero": "sharing-zero"}
+CONTEXT_STAGES = {
+    "prompt": "sharing-prompt",
+    "update": "sharing-update",
+    "zero": "sharing-zero",
+    "zero-seed": "sharing-zero-seed",
+}
 """The ``ShareContext.stage`` each envelope kind is sealed under."""
 
 _VECTOR_HEADER = 24
@@ -91,6 +97,7 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
         if c.rerandomize_distances:  # zero-sharings (crypto/rerandomize.py), one per recipient
             bound = output_bound(config.n_participants, c.max_clusters)
             kinds.insert(1, ("zero", c.clustering_field.prime, bound, bound))
+            kinds.insert(2, ("zero-seed", c.clustering_field.prime, bound, 0))
     return [
         EnvelopeSpec(
             kind=kind,  # type: ignore[arg-type]
@@ -98,10 +105,29 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
             prime=prime,
             vector_length=length,
             share_length=share,
-            envelope_length=ENVELOPE_OVERHEAD + _VECTOR_HEADER + share * element_width(prime),
+            envelope_length=ENVELOPE_OVERHEAD
+            + (SEED_SIZE if kind == "zero-seed" else _VECTOR_HEADER + share * element_width(prime)),
         )
         for kind, prime, length, share in kinds
     ]
+
+
+def kind_recipients(config: FederationConfig, state: RoundState) -> dict[str, set[int]]:
+    """Who gets an envelope of each kind from every sharer: every recipient, except that a
+    zero-sharing contribution reaches the recipients at the first
+    :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` code points as a seed
+    (``zero-seed``) and the others as a vector (``zero``). Participants derive the same
+    split from the code (``secfpp.participant.rerandomize.zero_split``)."""
+    recipients = state.share_recipients()
+    out: dict[str, set[int]] = {
+        s.kind: set(recipients) for s in envelope_specs(config, state.clustering)
+    }
+    if "zero" in out:
+        seeded = ZeroSharing(config.crypto_params().clustering_lcc()).seeded_points
+        point = state.point_of()
+        out["zero-seed"] = {r for r in recipients if point[r] < seeded}
+        out["zero"] = set(recipients) - out["zero-seed"]
+    return out
 
 
 _prompts: OrderedDict[tuple[str, int, int], PromptOut] = OrderedDict()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
-from secfpp.crypto.rerandomize import output_bound
+from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, output_bound
 from secfpp.crypto.wire import element_width
 from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
@@ -30,35 +30,42 @@ class FieldSpecModel(_Frozen):
 _RERANDOMIZE = (
     "Re-randomize the decoded distance polynomial (docs/protocol.md section 4): each "
     "participant also sends every recipient a sealed zero-sharing sized by N * 2 max_clusters "
-    "+ max_clusters (max_clusters - 1) / 2 elements, so the coordinator sees only the "
-    "distances, not the rest of the degree-2 polynomial. Costs sharing traffic: about +0.12 GB "
-    "per round at N = 100, +45 GB at N = 1,000."
+    "+ max_clusters (max_clusters - 1) / 2 elements (a 32-byte seed to the recipients at the "
+    "code's first 2 T_c points), so the coordinator sees only the distances, not the rest of "
+    "the degree-2 polynomial. Costs sharing traffic: about +0.05 GiB per round at N = 100, "
+    "+11.4 GiB at N = 1,000."
 )
 
 AUTO_RERANDOMIZE_MAX_BYTES = 4 * 2**20
 """The most a participant's sharing upload may grow for re-randomization to be on by default
 (a quarter of the coordinator's default ``max_body_bytes``). With the default
-``max_clusters`` = 8 and the automatic sharing mode that is every federation up to N = 223:
-all-to-all up to N = 128 (2.0 MiB at 128), then with a committee (1.4 MiB at N = 129,
-c = 86; 4.0 MiB at N = 223, c = 145; 0.87 GiB through the coordinator per round there)."""
+``max_clusters`` = 8, the automatic sharing mode and seeded contributions that is every
+federation up to N = 495: all-to-all up to N = 128 (0.76 MiB at 128), then with a committee
+(0.35 MiB at N = 129, c = 86; 3.95 MiB at N = 495, c = 259; 1.9 GiB through the coordinator
+per round there)."""
 
 
 def zero_sharing_upload_bytes(params: CryptoParams) -> int:
-    """Bytes the zero-sharings add to one participant's sharing upload: one contribution of
-    :func:`~crypto.rerandomize.output_bound` clustering-field elements per recipient (the
-    committee's ``c`` members, or all ``N`` participants), without the envelopes' headers."""
+    """Bytes the zero-sharings add to one participant's sharing upload, without the envelopes'
+    headers: a 32-byte seed to each recipient at the code's first
+    :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` points and a vector of
+    :func:`~crypto.rerandomize.output_bound` clustering-field elements to each other one (of
+    the committee's ``c`` members, or all ``N`` participants)."""
     width = element_width(params.clustering_field.prime)
-    return params.code_points * output_bound(params.n_participants, params.max_clusters) * width
+    seeded = ZeroSharing(params.clustering_lcc()).seeded_points
+    vectors = params.code_points - seeded
+    bound = output_bound(params.n_participants, params.max_clusters)
+    return vectors * bound * width + seeded * SEED_SIZE
 
 
 def rerandomize_by_default(params: CryptoParams) -> bool:
     """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: when the
     zero-sharings add at most :data:`AUTO_RERANDOMIZE_MAX_BYTES` to a participant's upload,
-    all-to-all or with a committee alike (0.01 MB at N = 8, 1.2 MB at N = 100, 2 MB at
-    N = 128, 3.3 MiB at N = 200 with its committee of 134). Above that it stays off: with a
-    committee of ``c`` the ``N c`` contributions of ``N * 2 max_clusters + ...`` values grow
-    as ``N^2 c`` (+46 MB per participant, +45 GB per round through the coordinator at
-    N = 1,000, docs/protocol.md section 4)."""
+    all-to-all or with a committee alike (0.47 MiB at N = 100, 0.76 MiB at N = 128, 3.95 MiB
+    at N = 495 with its committee of 259). Above that it stays off: with a committee of ``c``
+    the ``N (c - 2 T_c)`` vectors of ``N * 2 max_clusters + ...`` values grow as ``N^2 c``
+    (+11.6 MiB per participant, +11.4 GiB per round through the coordinator at N = 1,000,
+    docs/protocol.md section 4)."""
     return zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
 
 
@@ -179,7 +186,7 @@ class Tolerance(_Frozen):
         description=_RERANDOMIZE
         + " Null (default): on while it adds at most 4 MiB to a participant's upload, "
         "all-to-all or with a committee (at max_clusters = 8 and the automatic committee: "
-        "every federation up to N = 223), off above.",
+        "every federation up to N = 495), off above.",
     )
     committee_size: int | None = Field(
         default=None,

@@ -174,10 +174,13 @@ class ClusterSet(WireModel):
 
 
 class EnvelopeSpec(WireModel):
-    kind: Literal["prompt", "update", "zero"] = Field(
+    kind: Literal["prompt", "update", "zero", "zero-seed"] = Field(
         description="prompt: share of the reduced prompt x_i (clustering field); update: "
         "share of the update g_i (aggregation field); zero: zero-sharing contribution that "
-        "re-randomizes the distance stage (clustering field, crypto.rerandomize)."
+        "re-randomizes the distance stage (clustering field, crypto.rerandomize), as a "
+        "vector, to the recipients past the code's first seeded_points points; zero-seed: "
+        "the same contribution as a 32-byte seed (crypto.rerandomize.expand_seed), to "
+        "the recipients at those points."
     )
     context_stage: str = Field(description="The 'stage' of the ShareContext to seal under.")
     prime: int
@@ -338,7 +341,7 @@ class Task(WireModel):
 # -- uploads and receipts -------------------------------------------------------------------
 class EnvelopeIn(WireModel):
     recipient: ParticipantIndex
-    kind: Literal["prompt", "update", "zero"]
+    kind: Literal["prompt", "update", "zero", "zero-seed"]
     ciphertext: B64Bytes = Field(description="Sealed envelope (crypto.transport.seal_share).")
 
 
@@ -544,7 +547,7 @@ class Attestations(WireModel):
 # -- results and outcomes -------------------------------------------------------------------
 class InboxEnvelope(WireModel):
     sender: int
-    kind: Literal["prompt", "update", "zero"]
+    kind: Literal["prompt", "update", "zero", "zero-seed"]
     ciphertext: B64
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from secfpp.crypto.rerandomize import ZeroSharing
 from tests.committee.test_rounds import envelope_rows, exact_point_distances
 
 
@@ -25,7 +26,7 @@ def test_rerandomized_committee_rounds_decode_exactly(
     number = f.start_round()
     members = f.task(0)["committee"]["members"]
     kinds = [s["kind"] for s in f.task(0)["sharing"]["envelopes"]]
-    assert kinds == ["prompt", "zero", "update"]
+    assert kinds == ["prompt", "zero", "zero-seed", "update"]
     seen: dict[str, Any] = {}
 
     def watch(stage: str, n: int) -> None:
@@ -39,8 +40,14 @@ def test_rerandomized_committee_rounds_decode_exactly(
     assert status["rejected"] == {"distances": [], "aggregation": []}
     rows = envelope_rows(db_url)  # N * c * 3 kinds, addressed to members only
     assert len(rows) == kit.N * kit.C * 3
+    # every sender reaches every member once: as a seed at the committee code's first
+    # seeded_points points, as a vector at the others (crypto/rerandomize.py)
+    seeded = ZeroSharing(params.clustering_lcc()).seeded_points
+    assert 0 < seeded < kit.C
     zero = {(s, r) for s, r, k in rows if k == "zero"}
-    assert zero == {(s, r) for s in range(kit.N) for r in members}
+    seeds = {(s, r) for s, r, k in rows if k == "zero-seed"}
+    assert seeds == {(s, r) for s in range(kit.N) for r in sorted(members)[:seeded]}
+    assert zero == {(s, r) for s in range(kit.N) for r in sorted(members)[seeded:]}
     point = np.asarray(status["distances"]["point"])
     np.testing.assert_array_equal(
         point, exact_point_distances(kit, params, number, seen["distances"])

@@ -176,11 +176,11 @@ def test_committee_rounds_decode_exactly_and_only_members_compute(
     assert status["uploads"]["distances"] == members
     assert status["uploads"]["aggregation"] == members
     assert status["rejected"] == {"distances": [], "aggregation": []}
-    # N * c * 3 kinds (prompt, update and the zero-sharing: a default committee federation of
-    # this size re-randomizes its distances), addressed to members only
+    # N * c * 3 kinds (prompt, update and the zero-sharing, as a seed or a vector: a default
+    # committee federation of this size re-randomizes its distances), to members only
     rows = envelope_rows(db_url)
     assert f.federation["config"]["crypto"]["rerandomize_distances"] is True
-    assert {k for _, _, k in rows} == {"prompt", "update", "zero"}
+    assert {k for _, _, k in rows} == {"prompt", "update", "zero", "zero-seed"}
     assert len(rows) == kit.N * kit.C * 3
     assert {r for _, r, _ in rows} == set(members)
     assert {s for s, _, _ in rows} == set(range(kit.N))

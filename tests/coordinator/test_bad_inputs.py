@@ -108,6 +108,30 @@ def test_missing_recipient(sharing: Any, snapshot: Any, problem: Any) -> None:
     assert snapshot() == before
 
 
+def test_zero_sharings_go_as_seeds_to_the_free_points_only(
+    sharing: Any, snapshot: Any, problem: Any
+) -> None:
+    """N = 8, T_c = 2: the recipients at points 0..3 get a contribution as a ``zero-seed``,
+    4..7 as a ``zero`` vector; the other kind for a recipient, or neither, is refused."""
+    body = _share_body(sharing)
+    zeros = {(e["recipient"], e["kind"]) for e in body["envelopes"] if "zero" in e["kind"]}
+    assert zeros == {(j, "zero-seed") for j in range(4)} | {(j, "zero") for j in range(4, 8)}
+    vector = next(e for e in body["envelopes"] if e["kind"] == "zero")
+    seed = next(e for e in body["envelopes"] if e["kind"] == "zero-seed")
+    before = snapshot()
+    swapped = dict(body, envelopes=[e for e in body["envelopes"] if e is not seed])
+    swapped["envelopes"].append({**vector, "recipient": seed["recipient"]})  # a vector to 0..3
+    r = _post_shares(sharing, swapped)
+    assert problem(r, 422, "bad_envelope")["reason"] == "wrong_kind"
+    assert "gets its zero-sharing as 'zero-seed'" in r.json()["detail"]
+    missing = dict(body, envelopes=[e for e in body["envelopes"] if e is not seed])
+    assert problem(_post_shares(sharing, missing), 422, "missing_recipient")["missing"] == [
+        [seed["recipient"], "zero-seed"]
+    ]
+    assert snapshot() == before
+    assert _post_shares(sharing, body).status_code == 200
+
+
 def test_result_of_the_wrong_length(distances: Any, snapshot: Any, problem: Any) -> None:
     sim = distances.sims[0]
     task = sim.task()

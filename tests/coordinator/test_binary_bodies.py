@@ -249,7 +249,8 @@ def test_openapi_describes_both_media_types(client: Any) -> None:
     content = upload["requestBody"]["content"]
     assert set(content) == {"application/json", "application/octet-stream"}
     envelope = content["application/json"]["schema"]["properties"]["envelopes"]
-    assert envelope["items"]["properties"]["kind"]["enum"] == ["prompt", "update", "zero"]
+    kinds = ["prompt", "update", "zero", "zero-seed"]
+    assert envelope["items"]["properties"]["kind"]["enum"] == kinds
     assert "bad_payload" in upload["responses"]["422"]["x-problem-codes"]
     inbox = doc["paths"]["/v1/participants/{participant_id}/rounds/{number}/inbox"]["get"]
     served = inbox["responses"]["200"]["content"]

@@ -3,7 +3,8 @@
 The decoded distance polynomial shows more than its value unless participants re-randomize it
 (docs/protocol.md sections 4 and 9), so a federation created with the defaults must do so
 whenever the zero-sharings fit the traffic budget, all-to-all or with a committee; above it
-(+46 MB per participant at N = 1,000 with its committee) the default stays off.
+(+12 MB per participant at N = 1,000 with its committee, seeds included) the default stays
+off.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import output_bound
+from secfpp.crypto.rerandomize import ZeroSharing, output_bound
 from secfpp.federation import FederationCreate
 from secfpp.federation.crypto import (
     AUTO_RERANDOMIZE_MAX_BYTES,
@@ -32,11 +33,14 @@ def test_default_federations_rerandomize(n: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("n", "on"), [(129, True), (200, True), (223, True), (224, False), (1000, False)]
+    ("n", "on"),
+    [(129, True), (200, True), (223, True), (224, True), (495, True), (496, False), (1000, False)],
 )
 def test_committee_federations_rerandomize_within_the_same_budget(n: int, on: bool) -> None:
     """The budget is per participant whatever the sharing mode: with the automatic committee
-    every federation up to N = 223 (4.0 MiB, c = 145) re-randomizes, N = 224 and above not."""
+    and seeded contributions every federation up to N = 495 (3.9 MiB, c = 259) re-randomizes,
+    N = 496 (c = 262: 4.02 MiB) and N = 1,000 (11.6 MiB) not. With vectors to every member
+    (before seeds) the limit was N = 223."""
     config = FederationCreate(name="f", n_participants=n).resolve()
     assert config.crypto.committee_size is not None
     assert config.crypto.rerandomize_distances is on
@@ -50,14 +54,18 @@ def test_an_explicit_choice_wins_both_ways() -> None:
 
 
 def test_too_many_outputs_turn_the_default_off() -> None:
-    # max_clusters = N = 100 all-to-all: 100 * (100 * 200 + 4950) elements of 8 bytes = 20 MB
+    # max_clusters = N = 100 all-to-all: 38 vectors of 100 * 200 + 4950 elements of 8 bytes
+    # (and 62 seeds) = 7.6 MB
     assert _resolve(100, max_clusters=100) is False
     assert _resolve(100, max_clusters=100, rerandomize_distances=True) is True
 
 
 def test_the_budget_is_the_upload_the_zero_sharings_add() -> None:
     params = CryptoParams.for_federation(100)
-    assert zero_sharing_upload_bytes(params) == 100 * output_bound(100, params.max_clusters) * 8
+    # T_c = 31: seeds to the 2 T_c = 62 free points, vectors of 1,628 elements to the 38 others
+    assert ZeroSharing(params.clustering_lcc()).seeded_points == 62
+    assert output_bound(100, params.max_clusters) == 1628
+    assert zero_sharing_upload_bytes(params) == 38 * 1628 * 8 + 62 * 32 == 496_896
     assert rerandomize_by_default(params)
     # the largest all-to-all N the 4 MiB budget admits at max_clusters = 8
     largest = max(
@@ -65,7 +73,7 @@ def test_the_budget_is_the_upload_the_zero_sharings_add() -> None:
         for n in range(3, 400)
         if zero_sharing_upload_bytes(CryptoParams.for_federation(n)) <= AUTO_RERANDOMIZE_MAX_BYTES
     )
-    assert largest == 180
+    assert largest == 294  # 180 with vectors to every recipient
 
 
 def test_the_switch_is_a_strict_boolean_or_null() -> None:

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from secfpp.crypto.rerandomize import SEED_SIZE
+from secfpp.crypto.transport import ENVELOPE_OVERHEAD
 from secfpp.participant import engine as engine_module
 from secfpp.participant import protocol
 from tests.participant.test_engine import ADMIN, N, drive, http, make_engines
@@ -36,10 +38,18 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
         assert status["stage"] == "published", status["failure_reason"]
         for engine in engines:
             specs = engine.progress(number)["sharing_specs"]
-            assert [s["kind"] for s in specs] == ["prompt", "zero", "update"]
-            zero = specs[1]
+            assert [s["kind"] for s in specs] == ["prompt", "zero", "zero-seed", "update"]
+            zero, seed = specs[1], specs[2]
             assert zero["context_stage"] == "sharing-zero"
-            assert zero["vector_length"] == N * 2 * 8 + 28
+            assert zero["vector_length"] == seed["vector_length"] == N * 2 * 8 + 28
+            assert seed["context_stage"] == "sharing-zero-seed"
+            assert seed["envelope_length"] == ENVELOPE_OVERHEAD + SEED_SIZE  # 61 bytes, not 1,301
+        # N = 8, T_c = 2: the recipients at points 0..3 get seeds, 4..7 vectors
+        body = engines[0].state.read_object(engines[0]._path(number, "shares.json"))
+        kinds = {(e["recipient"], e["kind"]) for e in body["envelopes"]} - {
+            (j, k) for j in range(N) for k in ("prompt", "update")
+        }
+        assert kinds == {(j, "zero-seed") for j in range(4)} | {(j, "zero") for j in range(4, N)}
     clusters = sorted(sorted(c["members"]) for c in status["next_clusters"])
     assert clusters == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert len(added) == 2 * N  # every member, both rounds, with every sender's contribution

@@ -1,8 +1,10 @@
 """The participant's half of the re-randomized distance stage, with real sealing.
 
 Every participant builds its sharing upload (:func:`share_body`: prompt shares and, as the
-task asks, zero-sharing envelopes); each recipient opens its inbox as the daemon does
-(:func:`open_inbox`) and answers with :func:`distance_payload` ``(zeros=...)``; the
+task asks, zero-sharing envelopes: seeds to the code's first points and vectors to the others,
+or vectors to everybody when a coordinator of an earlier release asks for ``zero`` only); each
+recipient opens its inbox as the daemon does (:func:`open_inbox`,
+:func:`open_zero_contributions`) and answers with :func:`distance_payload` ``(zeros=...)``; the
 coordinator's decode of the packed results equals today's path and the plaintext.
 """
 
@@ -23,12 +25,21 @@ from secfpp.crypto.transport import KeyRing, generate_keypair, public_key_bytes
 from secfpp.crypto.wire import unpack_field_vector
 from secfpp.federation import FederationCreate
 from secfpp.participant.federation import FederationConfigError, federation_config
-from secfpp.participant.protocol import OpenedShares, distance_payload, open_inbox, share_body
+from secfpp.participant.protocol import (
+    OpenedShares,
+    distance_payload,
+    open_inbox,
+    open_zero_contributions,
+    share_body,
+)
 from secfpp.participant.rerandomize import (
     ZERO_CONTEXT_STAGE,
     ZERO_KIND,
+    ZERO_SEED_CONTEXT_STAGE,
+    ZERO_SEED_KIND,
     rerandomizes,
     zero_sharing_length,
+    zero_split,
 )
 from tests.support.wire import inbox_of, task_of
 
@@ -39,8 +50,18 @@ KEYS = [generate_keypair(RNG) for _ in range(N)]
 VECTORS = np.random.default_rng(11).normal(0, 0.5, (N, R))
 
 
-def _task(refs: ReferenceSets) -> dict[str, Any]:
+def _task(refs: ReferenceSets, *, seeded: bool = True) -> dict[str, Any]:
+    """A distance-stage task; ``seeded=False``: as a coordinator of an earlier release asks
+    (one ``zero`` vector to every recipient)."""
     prime = PARAMS.clustering_field.prime
+    seeds = [
+        {
+            "kind": ZERO_SEED_KIND,
+            "context_stage": ZERO_SEED_CONTEXT_STAGE,
+            "prime": prime,
+            "vector_length": zero_sharing_length(PARAMS),
+        }
+    ]
     return {
         "federation_id": FED,
         "round": ROUND,
@@ -63,6 +84,7 @@ def _task(refs: ReferenceSets) -> dict[str, Any]:
                     "prime": prime,
                     "vector_length": zero_sharing_length(PARAMS),
                 },
+                *(seeds if seeded else []),
             ],
         },
         "distances": {
@@ -89,17 +111,19 @@ def _inboxes(task: dict[str, Any], senders: list[int]) -> dict[int, dict[str, An
 
 
 def _open(box: dict[str, Any], j: int, kind: str) -> OpenedShares:
-    zero = kind == ZERO_KIND
+    common: dict[str, Any] = {
+        "prime": PARAMS.clustering_field.prime,
+        "federation_id": FED,
+        "index": j,
+        "private_key": KeyRing(KEYS[j].private),
+        "peers": {i: k.public for i, k in enumerate(KEYS)},
+    }
+    if kind == ZERO_KIND:  # vectors and seeds, as the daemon opens them
+        return open_zero_contributions(
+            inbox_of(box, j), length=zero_sharing_length(PARAMS), **common
+        )
     return open_inbox(
-        inbox_of(box, j),
-        kind=kind,
-        context_stage=ZERO_CONTEXT_STAGE if zero else "sharing-prompt",
-        prime=PARAMS.clustering_field.prime,
-        share_length=zero_sharing_length(PARAMS) if zero else R,
-        federation_id=FED,
-        index=j,
-        private_key=KeyRing(KEYS[j].private),
-        peers={i: k.public for i, k in enumerate(KEYS)},
+        inbox_of(box, j), kind=kind, context_stage="sharing-prompt", share_length=R, **common
     )
 
 
@@ -107,10 +131,11 @@ def _values(payload: bytes) -> np.ndarray:
     return unpack_field_vector(payload, prime=PARAMS.clustering_field.prime)
 
 
-def test_sealed_zero_sharings_rerandomize_and_decode_exactly() -> None:
+@pytest.mark.parametrize("seeded", [True, False])
+def test_sealed_zero_sharings_rerandomize_and_decode_exactly(seeded: bool) -> None:
     present = (0, 1, 2, 4, 5, 6, 7)  # participant 3 did not share: it neither counts nor adds
     refs = ReferenceSets(present, ((0, (0, 1, 2, 4, 5, 6, 7)),), ((0, (0, 1, 2)),))
-    task = _task(refs)
+    task = _task(refs, seeded=seeded)
     boxes = _inboxes(task, list(present))
     code = PARAMS.clustering_lcc()
     answering = [j for j in range(N) if j != 6][: code.recovery_threshold(2) + 1]
@@ -143,7 +168,9 @@ def test_a_missing_zero_sharing_is_refused_like_a_missing_share() -> None:
     boxes = _inboxes(task, list(range(N)))
     box = boxes[0]
     box["envelopes"] = [
-        e for e in box["envelopes"] if not (e["sender"] == 5 and e["kind"] == ZERO_KIND)
+        e
+        for e in box["envelopes"]
+        if not (e["sender"] == 5 and e["kind"] in (ZERO_KIND, ZERO_SEED_KIND))
     ]
     with pytest.raises(RefusalError, match=r"missing_share.*\[5\]"):
         distance_payload(
@@ -155,12 +182,96 @@ def test_zero_envelopes_do_not_open_as_prompt_shares() -> None:
     """Sealed under their own stage: a zero-sharing replayed as a prompt share fails."""
     refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
     task = _task(refs)
-    box = _inboxes(task, [2])[0]
-    replayed = {
-        "round": ROUND,
-        "envelopes": [{**e, "kind": "prompt"} for e in box["envelopes"] if e["kind"] == ZERO_KIND],
+    for j in (0, N - 1):  # a seed (point 0) and a vector (point N - 1)
+        replayed = {
+            "round": ROUND,
+            "envelopes": [
+                {**e, "kind": "prompt"}
+                for e in _inboxes(task, [2])[j]["envelopes"]
+                if e["kind"] in (ZERO_KIND, ZERO_SEED_KIND)
+            ],
+        }
+        assert len(replayed["envelopes"]) == 1
+        assert _open(replayed, j, "prompt").failed == (2,)
+
+
+def test_seeds_go_to_the_free_points_and_vectors_to_the_others() -> None:
+    """N = 8, T_c = 3: a contribution's polynomial has degree 6 and 6 free values, sent as
+    seeds to points 0..5; points 6 and 7 get vectors (61-byte envelopes against 1,349)."""
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    boxes = _inboxes(_task(refs), [1])
+    kinds = {j: {e["kind"] for e in boxes[j]["envelopes"]} - {"prompt"} for j in range(N)}
+    assert PARAMS.clustering_code.t == 3
+    assert kinds == {j: {ZERO_SEED_KIND if j < 6 else ZERO_KIND} for j in range(N)}
+    assert zero_split(PARAMS, {j: j for j in range(N)}) == ([0, 1, 2, 3, 4, 5], [6, 7])
+    sizes = {
+        e["kind"]: len(base64.b64decode(e["ciphertext"]))
+        for box in boxes.values()
+        for e in box["envelopes"]
     }
-    assert _open(replayed, 0, "prompt").failed == (2,)
+    assert sizes[ZERO_SEED_KIND] == 61
+    assert sizes[ZERO_KIND] == 24 + 8 * zero_sharing_length(PARAMS) + 29
+
+
+def _tampered(j: int, change: Any) -> OpenedShares:
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    box = _inboxes(_task(refs), [1, 2])[j]
+    box["envelopes"] = [change(e) for e in box["envelopes"]]
+    box["envelopes"] = [e for e in box["envelopes"] if e is not None]
+    return _open(box, j, ZERO_KIND)
+
+
+def test_a_seed_that_does_not_open_or_is_not_32_bytes_fails_its_sender() -> None:
+    def seal_other(e: dict[str, Any]) -> dict[str, Any]:
+        if e["sender"] != 2 or e["kind"] != ZERO_SEED_KIND:
+            return e
+        from secfpp.crypto.transport import ShareContext, seal_share
+
+        context = ShareContext(FED, ROUND, ZERO_SEED_CONTEXT_STAGE, 2, 0)
+        sealed = seal_share(KEYS[2].private, KEYS[0].public, bytes(31), context=context, rng=RNG)
+        return {**e, "ciphertext": base64.b64encode(sealed).decode()}
+
+    def flip(e: dict[str, Any]) -> dict[str, Any]:
+        if e["sender"] != 2 or e["kind"] != ZERO_SEED_KIND:
+            return e
+        raw = bytearray(base64.b64decode(e["ciphertext"]))
+        raw[-1] ^= 1
+        return {**e, "ciphertext": base64.b64encode(bytes(raw)).decode()}
+
+    for change in (seal_other, flip):
+        opened = _tampered(0, change)
+        assert opened.failed == (2,)
+        assert set(opened.shares) == {1}
+
+
+def test_a_sender_of_both_a_seed_and_a_vector_fails() -> None:
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    boxes = _inboxes(_task(refs, seeded=False), [2])  # a vector for recipient 0
+    seeded = _inboxes(_task(refs), [2])[0]["envelopes"]  # and a seed for it
+    box = boxes[0]
+    box["envelopes"] += [e for e in seeded if e["kind"] == ZERO_SEED_KIND]
+    opened = _open(box, 0, ZERO_KIND)
+    assert opened.failed == (2,)
+    assert opened.shares == {}
+
+
+def test_an_opened_seed_is_the_contributions_value_at_the_point() -> None:
+    """Recipients' values, seeds expanded, lie on one polynomial of degree 2 T_c that
+    vanishes at the data point."""
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    boxes = _inboxes(_task(refs), [3])
+    rows = np.vstack([_open(boxes[j], j, ZERO_KIND).shares[3] for j in range(N)])
+    code = PARAMS.clustering_lcc()
+    from secfpp.crypto.linalg import lagrange_matrix, matmul
+
+    degree = 2 * code.t
+    nodes = [code.alpha(j) for j in range(degree + 1)]
+    basis = rows[: degree + 1]
+    rest = [code.alpha(j) for j in range(degree + 1, N)]
+    on_it = matmul(code.field, lagrange_matrix(nodes, rest, code.field.prime), basis)
+    assert np.array_equal(on_it, rows[degree + 1 :])
+    at_data = matmul(code.field, lagrange_matrix(nodes, [code.betas[0]], code.field.prime), basis)
+    assert not at_data.any()
 
 
 def test_the_choice_comes_from_the_federation_config() -> None:

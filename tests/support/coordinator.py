@@ -27,7 +27,12 @@ from secfpp.crypto.refusal import (
     check_distance_request,
     distance_request_digest,
 )
-from secfpp.crypto.rerandomize import ZeroSharing, output_bound, rerandomized_distances
+from secfpp.crypto.rerandomize import (
+    ZeroSharing,
+    expand_seed,
+    output_bound,
+    rerandomized_distances,
+)
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import ReferenceSets, coded_distances
 from secfpp.crypto.transport import (
@@ -144,12 +149,38 @@ class SimParticipant:
         params = self.config.crypto_params()
         peers = {p["index"]: load_public_key(b64d(p["public_key"])) for p in task["peers"]}
         envelopes = []
+        seeded = ZeroSharing(params.clustering_lcc()).seeded_points
         for spec in task["sharing"]["envelopes"]:
-            if spec["kind"] == "zero":  # re-randomizing contribution (crypto/rerandomize.py)
+            if spec["kind"] in ("zero", "zero-seed"):  # re-randomizing contribution
                 length = output_bound(params.n_participants, params.max_clusters)
                 assert spec["vector_length"] == length
-                shares = ZeroSharing(params.clustering_lcc()).contribute(length, self.rng)
-            elif spec["kind"] == "prompt":
+                key = (number, "zero")
+                if key not in self.shares:  # seeds below `seeded`, vectors from it on
+                    self.shares[key] = ZeroSharing(params.clustering_lcc()).contribute_seeded(
+                        length, self.rng
+                    )
+                contribution = self.shares[key]
+                for recipient in task["sharing"]["recipients"]:
+                    if (recipient < seeded) != (spec["kind"] == "zero-seed"):
+                        continue
+                    plain = (
+                        contribution.seeds[recipient]
+                        if recipient < seeded
+                        else pack_field_vector(
+                            contribution.derived[recipient - seeded], prime=spec["prime"]
+                        )
+                    )
+                    context = ShareContext(
+                        self.federation_id, number, spec["context_stage"], self.index, recipient
+                    )
+                    sealed = seal_share(
+                        self.keys.private, peers[recipient], plain, context=context, rng=self.rng
+                    )
+                    envelopes.append(
+                        {"recipient": recipient, "kind": spec["kind"], "ciphertext": b64e(sealed)}
+                    )
+                continue
+            if spec["kind"] == "prompt":
                 f = params.clustering_field
                 vector = quantize(self.x_of(self.index), f.field, bits=f.bits, clip=f.clip)
                 shares = params.clustering_lcc().share(vector, self.rng)
@@ -211,6 +242,16 @@ class SimParticipant:
                 self.keys.private, peers[env["sender"]], b64d(env["ciphertext"]), context=context
             )
             out[env["sender"]] = unpack_field_vector(plain, prime=prime, expected_length=length)
+        for env in r.json()["envelopes"]:  # contributions sent as seeds (crypto/rerandomize.py)
+            if kind != "zero" or env["kind"] != "zero-seed":
+                continue
+            context = ShareContext(
+                self.federation_id, number, "sharing-zero-seed", env["sender"], self.index
+            )
+            seed = open_share(
+                self.keys.private, peers[env["sender"]], b64d(env["ciphertext"]), context=context
+            )
+            out[env["sender"]] = expand_seed(seed, prime, length)
         return out
 
     def distance_payload(self, task: dict[str, Any]) -> bytes:
