@@ -342,6 +342,25 @@ def _absorption(
     return out
 
 
+def stored_envelopes(url: str) -> dict[str, dict[str, int]]:
+    """Sealed envelopes the run left in the coordinator's database, by kind: how many and
+    their bytes (every round's, read once the rounds are over)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(
+                    "SELECT kind, count(*), sum(length(ciphertext)) FROM share_envelopes "
+                    "GROUP BY kind ORDER BY kind"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    return {str(kind): {"count": int(n), "bytes": int(size or 0)} for kind, n, size in rows}
+
+
 async def _run(
     args: argparse.Namespace,
     bases: list[str],
@@ -470,6 +489,7 @@ async def _run(
     return {
         "rounds": rounds,
         "cpu_seconds": cpu,
+        "stored_envelopes": stored_envelopes(url),
         "database": None
         if url.startswith("sqlite")
         else {"transactions": transactions[0], "connections_opened": transactions[1]},
@@ -529,6 +549,17 @@ def _report(result: dict[str, Any], args: argparse.Namespace, backend: str) -> b
             f"({db['transactions'] / requests:.2f} per request), "
             f"{db['connections_opened']} connections opened"
         )
+    stored = result.get("stored_envelopes") or {}
+    print(
+        "stored envelopes: "
+        + (
+            ", ".join(
+                f"{kind} {v['count']:,} ({v['bytes'] / 2**20:,.1f} MiB)"
+                for kind, v in stored.items()
+            )
+            or "none"
+        )
+    )
     print(
         f"5xx answers: {result['server_errors']}; transport errors (sent again): "
         f"{result['transport_errors']}; statuses: {result['statuses']}"
