@@ -308,3 +308,24 @@ def test_a_zero_sharing_of_another_length_is_refused_before_sharing() -> None:
             update=None,
             rng=RNG,
         )
+
+
+def test_a_task_that_asks_for_seeds_without_vectors_is_refused_before_sharing() -> None:
+    """Seeds stand for the free values only: a contribution without its derived values is
+    not a zero-sharing, so a task listing ``zero-seed`` alone is refused."""
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    task = _task(refs)
+    task["sharing"]["envelopes"] = [
+        e for e in task["sharing"]["envelopes"] if e["kind"] != ZERO_KIND
+    ]
+    with pytest.raises(ValueError, match="'zero-seed' envelopes without 'zero'"):
+        share_body(
+            task_of(task),
+            params=PARAMS,
+            federation_id=FED,
+            index=0,
+            private_key=KEYS[0].private,
+            reduced=VECTORS[0],
+            update=None,
+            rng=RNG,
+        )
