@@ -180,6 +180,14 @@ class ZeroSharing:
         (drawn, or sent as seeds); the others are derived from them."""
         return self._drawn
 
+    def split(self, point: Mapping[int, int]) -> tuple[list[int], list[int]]:
+        """The recipients that get a contribution as a seed (code point below
+        :attr:`seeded_points`) and those that get a vector; ``point`` maps each recipient to
+        its code point (its committee position, or itself). Both sides derive it so."""
+        seeds = sorted(r for r, k in point.items() if k < self._drawn)
+        vectors = sorted(r for r, k in point.items() if k >= self._drawn)
+        return seeds, vectors
+
     @cached_property
     def interpolation(self) -> FieldArray:
         """``M`` (N - F, F): ``rho(alpha_F..alpha_{N-1}) = M @ rho(alpha_0..alpha_{F-1})``."""

@@ -284,6 +284,8 @@ def share_body(
     if seeded and ZERO_KIND not in kinds:
         raise ValueError(f"the task asks for {ZERO_SEED_KIND!r} envelopes without {ZERO_KIND!r}")
     contribution: SeededContribution | None = None
+    seeds: list[int] = []  # recipients of the contribution's seeds, and of its vectors
+    vectors: list[int] = []
     for spec in sharing.envelopes:
         kind = spec.kind
         if kind in (ZERO_KIND, ZERO_SEED_KIND):  # zero-sharing: no data, only randomness
@@ -302,7 +304,7 @@ def share_body(
                         None if distance_noise is None else distance_noise.share(length, rng=rng)
                     )
                     contribution = ZeroSharing(code).contribute_seeded(length, rng, values=values)
-                seeds, vectors = zero_split(params, {r: point[r] for r in sharing.recipients})
+                    seeds, vectors = zero_split(params, {r: point[r] for r in sharing.recipients})
                 stage = spec.context_stage
                 if kind == ZERO_SEED_KIND:
                     for recipient in seeds:

@@ -72,7 +72,4 @@ def zero_split(params: CryptoParams, point: dict[int, int]) -> tuple[list[int], 
     ``point`` maps each recipient to its code point (its committee position, or itself).
     Seeds go to the points below :attr:`~crypto.rerandomize.ZeroSharing.seeded_points`.
     """
-    seeded = ZeroSharing(params.clustering_lcc()).seeded_points
-    seeds = sorted(r for r, k in point.items() if k < seeded)
-    vectors = sorted(r for r, k in point.items() if k >= seeded)
-    return seeds, vectors
+    return ZeroSharing(params.clustering_lcc()).split(point)

@@ -104,9 +104,10 @@ def accept_shares(
     state = RoundState.model_validate(rnd.state)
     me = participant.lcc_index
     _check_member(state, me, Stage.SHARING)
-    sizes = {s.kind: s.envelope_length for s in envelope_specs(config, state.clustering)}
+    specs = envelope_specs(config, state.clustering)
+    sizes = {s.kind: s.envelope_length for s in specs}
     recipients = set(state.share_recipients())
-    wanted = kind_recipients(config, state)
+    wanted = kind_recipients(config, state, specs)
     given: dict[tuple[int, str], bytes] = {}
     for env in envelopes:
         if env.kind not in sizes:

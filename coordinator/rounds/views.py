@@ -112,21 +112,22 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
     ]
 
 
-def kind_recipients(config: FederationConfig, state: RoundState) -> dict[str, set[int]]:
-    """Who gets an envelope of each kind from every sharer: every recipient, except that a
-    zero-sharing contribution reaches the recipients at the first
-    :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` code points as a seed
-    (``zero-seed``) and the others as a vector (``zero``). Participants derive the same
-    split from the code (``secfpp.participant.rerandomize.zero_split``)."""
+def kind_recipients(
+    config: FederationConfig, state: RoundState, specs: list[EnvelopeSpec]
+) -> dict[str, set[int]]:
+    """Who gets an envelope of each kind of ``specs`` (:func:`envelope_specs`) from every
+    sharer: every recipient, except that a zero-sharing contribution reaches the recipients
+    at the first :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` code points as a seed
+    (``zero-seed``) and the others as a vector (``zero``), the split participants derive too
+    (:meth:`~crypto.rerandomize.ZeroSharing.split`)."""
     recipients = state.share_recipients()
-    out: dict[str, set[int]] = {
-        s.kind: set(recipients) for s in envelope_specs(config, state.clustering)
-    }
+    out: dict[str, set[int]] = {s.kind: set(recipients) for s in specs}
     if "zero" in out:
-        seeded = ZeroSharing(config.crypto_params().clustering_lcc()).seeded_points
         point = state.point_of()
-        out["zero-seed"] = {r for r in recipients if point[r] < seeded}
-        out["zero"] = set(recipients) - out["zero-seed"]
+        seeds, vectors = ZeroSharing(config.crypto_params().clustering_lcc()).split(
+            {r: point[r] for r in recipients}
+        )
+        out["zero-seed"], out["zero"] = set(seeds), set(vectors)
     return out
 
 

@@ -127,6 +127,19 @@ def _open(box: dict[str, Any], j: int, kind: str) -> OpenedShares:
     )
 
 
+def _share_as_participant_0(task: dict[str, Any]) -> dict[str, Any]:
+    return share_body(
+        task_of(task),
+        params=PARAMS,
+        federation_id=FED,
+        index=0,
+        private_key=KEYS[0].private,
+        reduced=VECTORS[0],
+        update=None,
+        rng=RNG,
+    )
+
+
 def _values(payload: bytes) -> np.ndarray:
     return unpack_field_vector(payload, prime=PARAMS.clustering_field.prime)
 
@@ -298,16 +311,7 @@ def test_a_zero_sharing_of_another_length_is_refused_before_sharing() -> None:
     task = _task(refs)
     task["sharing"]["envelopes"][1]["vector_length"] = 5
     with pytest.raises(ValueError, match="zero-sharing has"):
-        share_body(
-            task_of(task),
-            params=PARAMS,
-            federation_id=FED,
-            index=0,
-            private_key=KEYS[0].private,
-            reduced=VECTORS[0],
-            update=None,
-            rng=RNG,
-        )
+        _share_as_participant_0(task)
 
 
 def test_a_task_that_asks_for_seeds_without_vectors_is_refused_before_sharing() -> None:
@@ -319,13 +323,4 @@ def test_a_task_that_asks_for_seeds_without_vectors_is_refused_before_sharing() 
         e for e in task["sharing"]["envelopes"] if e["kind"] != ZERO_KIND
     ]
     with pytest.raises(ValueError, match="'zero-seed' envelopes without 'zero'"):
-        share_body(
-            task_of(task),
-            params=PARAMS,
-            federation_id=FED,
-            index=0,
-            private_key=KEYS[0].private,
-            reduced=VECTORS[0],
-            update=None,
-            rng=RNG,
-        )
+        _share_as_participant_0(task)
