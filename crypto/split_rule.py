@@ -82,6 +82,7 @@ set aside. The cut is computed once, so trimming adds no second test. Two groups
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,6 +129,35 @@ def axis_projections(
     return t, (n / (n - m)) ** 2 * g2
 
 
+def _median_sorted(s: NDArray[np.float64]) -> float:
+    """``np.median`` of a sorted 1-D array, bit for bit (the mean of the two middle
+    values for an even length). About 10x cheaper on the few dozen values of a cluster,
+    where numpy's median is almost all call overhead."""
+    half = s.shape[0] // 2
+    if s.shape[0] % 2:
+        return float(s[half])
+    return float((s[half - 1] + s[half]) / 2.0)
+
+
+def _median(x: NDArray[np.float64]) -> float:
+    """``np.median(x)`` of a 1-D array, bit for bit (:func:`_median_sorted`)."""
+    return _median_sorted(np.sort(x))
+
+
+def _percentile_sorted(s: NDArray[np.float64], q: float) -> float:
+    """``np.percentile(x, q)`` (the default ``linear`` method) of ``s = sort(x)``, bit for
+    bit: numpy's virtual index ``(k - 1) q / 100`` and its two-sided lerp."""
+    k = int(s.shape[0])
+    virtual = float((k - 1) * (q / 100.0))
+    if virtual >= k - 1:
+        return float(s[k - 1])
+    lo = math.floor(virtual)
+    gamma = virtual - lo
+    a, b = float(s[lo]), float(s[lo + 1])
+    diff = b - a
+    return b - diff * (1.0 - gamma) if gamma >= 0.5 else a + diff * gamma
+
+
 def probe_coordinates(
     d_centre: NDArray[np.float64], d_probe: NDArray[np.float64], in_probe: NDArray[np.bool_]
 ) -> NDArray[np.float64]:
@@ -148,10 +178,10 @@ def probe_coordinates(
     t, axis2 = axis_projections(d_centre, d_probe, in_probe)
     inside = in_probe.astype(np.float64)
     pull = inside / m - (1.0 - inside) / (n - m)
-    own = float(np.median(d_centre))
+    own = _median(d_centre)
     for _ in range(_NOISE_ITERATIONS):
         along = (t - pull * own) ** 2 / axis2 if axis2 > 0 else np.zeros(n)
-        own = max(float(np.median(d_centre - along)), 0.0)
+        own = max(_median(d_centre - along), 0.0)
     result: NDArray[np.float64] = t - pull * own
     return result
 
@@ -236,10 +266,11 @@ def _trim(
     after the points already cleared in ``keep``."""
     keep = np.ones(f.shape[0], dtype=bool) if keep is None else keep.copy()
     for _ in range(max_trim - int((~keep).sum())):
-        core = f[keep]
-        median = float(np.median(core))
-        q25, q75 = np.percentile(core, [25, 75])
-        spread = float(q75 - q25)
+        core = np.sort(f[keep])
+        if core.shape[0] == 0:  # nothing left to measure a spread on (numpy: nan, stop)
+            break
+        median = _median_sorted(core)
+        spread = _percentile_sorted(core, 75.0) - _percentile_sorted(core, 25.0)
         far = np.where(keep, (f - median) if upper_only else np.abs(f - median), -np.inf)
         worst = int(np.argmax(far))
         if not (spread > 0 and far[worst] > trim_factor * spread):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+from secfpp.crypto import split_rule
 from secfpp.crypto.clustering import ClusteringConfig, Membership, initial_probe, secpc_step
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.secpc import plaintext_distances
@@ -159,3 +162,23 @@ def test_config_refuses_a_rate_outside_its_range() -> None:
             ClusteringConfig(false_split_rate=bad)
     with pytest.raises(ParameterError, match="null_draws"):
         ClusteringConfig(null_draws=5)
+
+
+@given(
+    values=st.lists(
+        st.floats(-1e12, 1e12, allow_nan=False, allow_subnormal=False) | st.integers(-3, 3),
+        min_size=1,
+        max_size=60,
+    ),
+    q=st.sampled_from([0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 100.0]),
+)
+def test_the_sort_based_median_and_percentile_are_numpys_bit_for_bit(
+    values: list[float], q: float
+) -> None:
+    """The split rule's null draws run these on a cluster's few dozen values thousands of
+    times per round; they must give numpy's exact floats (ties and repeats included), so
+    that every coordinator and replica computes the same p-values as before."""
+    x = np.array(values, dtype=np.float64)
+    s = np.sort(x)
+    assert split_rule._median(x) == float(np.median(x))
+    assert split_rule._percentile_sorted(s, q) == float(np.percentile(x, q))
