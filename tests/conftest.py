@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from hypothesis import settings as hypothesis_settings
 
 from tests.support.common import FakeClock, in_ci, require_fashion_mnist, skip_or_fail
 from tests.support.databases import PG_HOST, PG_PORT, PostgresDatabases, admin_execute, pg_url
+from tests.support.durability import no_fsync_in_this_process
 from tests.support.processes import ServerProcess
 
 if TYPE_CHECKING:
@@ -54,6 +56,24 @@ def postgres() -> Iterator[PostgresDatabases]:
     databases = PostgresDatabases()
     yield databases
     databases.drop_all()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_fsync_here() -> Iterator[None]:
+    """No fsync in the test processes themselves (:mod:`tests.support.durability`: why);
+    the processes the tests start and kill keep theirs."""
+    with no_fsync_in_this_process():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _stop_left_daemons() -> Iterator[None]:
+    """After each test, stop the engine threads it left running (a test that failed
+    mid-round): they would retry a stopped coordinator and log into later tests."""
+    yield
+    faults = sys.modules.get("tests.support.faults")
+    if faults is not None:
+        faults.stop_all()
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,10 @@ class PostgresDatabases:
         name = f"{self.prefix}_{self._count}"
         suffix = f" TEMPLATE {template}" if template else ""
         admin_execute(f'CREATE DATABASE "{name}"{suffix}')
+        # Commits need not wait for the server's WAL flush: nothing in the suite stops the
+        # PostgreSQL server (coordinators are killed, connections cut, never the server), so
+        # every committed row stays visible; about 3-5 ms saved per commit on this disk.
+        admin_execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
         self._created.append(name)
         return name
 
