@@ -53,7 +53,16 @@ def test_a_slow_in_process_decode_leaves_the_api_responsive(
 
     flag.touch()
     fid, number, states, daemons = _federation(kit, admin, server.url, tmp_path / "slowed")
-    rh.wait_for(marker.exists, 120, "the slow decode to start")
+    # Until the slowed decode runs: a daemon's error or the round ending first fails at once,
+    # with the round's state (a bare timeout said nothing of where it stood).
+    status = admin.wait(
+        fid,
+        number,
+        lambda s: marker.exists() or s["stage"] in kit.ENDED,
+        timeout_s=180,
+        alive=daemons.check,
+    )
+    assert marker.exists(), f"the round ended before its decode: {status}"
     started = time.monotonic()
     tokens = [str(s.identity()["api_token"]) for s in states]
     latencies = []

@@ -8,6 +8,7 @@ import contextlib
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,16 +145,51 @@ def make_engine(url: str, state: StateDir, *, client: CoordinatorClient | None =
     return Engine(client, state, trainer, rng=DeterministicRandom(f"shares-{index}"), poll_s=0.1)
 
 
+class DaemonsStoppedError(Exception):
+    """Raised in an engine thread's sleep once :meth:`Daemons.stop` was called."""
+
+
+_RUNNING: weakref.WeakSet[Daemons] = weakref.WeakSet()
+
+
 class Daemons:
-    """Engines running ``Engine.run`` in threads; errors are kept for the test to raise."""
+    """Engines running ``Engine.run`` in threads; errors are kept for the test to raise.
+
+    Every sleep of the engines and their clients (polls, retries) ends early and raises
+    :class:`DaemonsStoppedError` after :meth:`stop`, which the suite calls after every test
+    (:func:`stop_all`): a test that fails mid-round would otherwise leave threads retrying a
+    stopped coordinator in the worker, logging into later tests' captured records."""
 
     def __init__(self, engines: list[Engine]) -> None:
         self.engines = engines
         self.errors: list[BaseException] = []
         self.handled: dict[int, int] = {}
+        self._stopped = threading.Event()
+        for engine in engines:
+            engine._sleep = self._stoppable(engine._sleep)
+            engine.client._sleep = self._stoppable(engine.client._sleep)
         self.threads = [threading.Thread(target=self._run, args=(e,), daemon=True) for e in engines]
+        _RUNNING.add(self)
         for thread in self.threads:
             thread.start()
+
+    def _stoppable(self, sleep: Callable[[float], None]) -> Callable[[float], None]:
+        def wrapped(seconds: float) -> None:
+            if sleep is time.sleep:
+                self._stopped.wait(seconds)
+            else:  # a test's own clock: keep it
+                sleep(seconds)
+            if self._stopped.is_set():
+                raise DaemonsStoppedError
+
+        return wrapped
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop every engine at its next sleep and wait for the threads."""
+        self._stopped.set()
+        deadline = time.monotonic() + timeout_s
+        for thread in self.threads:
+            thread.join(max(0.1, deadline - time.monotonic()))
 
     def _run(self, engine: Engine) -> None:
         try:
@@ -171,6 +207,12 @@ class Daemons:
             thread.join(max(0.1, deadline - time.monotonic()))
         self.check()
         assert not any(t.is_alive() for t in self.threads), "a daemon is still running"
+
+
+def stop_all() -> None:
+    """Stop the engine threads of every :class:`Daemons` still running (test teardown)."""
+    for daemons in list(_RUNNING):
+        daemons.stop()
 
 
 def summary(admin: Admin, fid: str, number: int, states: list[StateDir]) -> dict[str, Any]:
