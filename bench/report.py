@@ -117,7 +117,10 @@ QUICK = Sizes(
     flower_a2a=(10,),
     flower_neighbours=7,
     flower_threshold=3,
-    load=("--participants", "4", "--dim", "1000", "--rounds", "1", "--sqlite", "--poll", "0.2"),
+    load=(
+        *("--participants", "4", "--dim", "1000", "--rounds", "1", "--sqlite", "--poll", "0.2"),
+        *("--train-median", "0.5"),  # the smoke run times no training (default 25 s)
+    ),
     matmul_quick=True,
 )
 
