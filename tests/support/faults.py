@@ -187,6 +187,10 @@ class Daemons:
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop every engine at its next sleep and wait for the threads."""
         self._stopped.set()
+        _RUNNING.discard(self)
+        self._wait(timeout_s)
+
+    def _wait(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         for thread in self.threads:
             thread.join(max(0.1, deadline - time.monotonic()))
@@ -202,9 +206,7 @@ class Daemons:
             raise AssertionError(f"a daemon failed: {self.errors[0]!r}") from self.errors[0]
 
     def join(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        for thread in self.threads:
-            thread.join(max(0.1, deadline - time.monotonic()))
+        self._wait(timeout_s)
         self.check()
         assert not any(t.is_alive() for t in self.threads), "a daemon is still running"
 
