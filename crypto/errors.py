@@ -7,9 +7,12 @@ participant's refusal reports reuse (one place for each fact).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CryptoError",
     "DecodeError",
+    "OffsetCheckError",
     "ParameterError",
     "PrivacyBudgetError",
     "RefusalError",
@@ -52,6 +55,28 @@ class DecodeError(CryptoError):
         super().__init__(message)
         self.rejected = rejected
         self.received = received
+
+
+class OffsetCheckError(DecodeError):
+    """The distance stage decoded, but the offset check (:mod:`crypto.rerandomize`) failed:
+    the zero-sharing contributions of ``contributors`` do not vanish at the data point, so
+    every decoded distance is shifted by an unknown amount and none may be used.
+
+    ``decoded`` is the decode itself (a :class:`crypto.lcc.Decoded`: who was used, who
+    error correction rejected).
+    """
+
+    code = "offset_check_failed"
+
+    def __init__(self, contributors: tuple[int, ...], decoded: Any) -> None:
+        super().__init__(
+            f"the zero-sharing contributions of participants {list(contributors)} do not "
+            "vanish at the data point (offset check): the decoded distances are shifted",
+            rejected=tuple(getattr(decoded, "rejected", ())),
+            received=tuple(getattr(decoded, "used", ())),
+        )
+        self.contributors = contributors
+        self.decoded = decoded
 
 
 class WireFormatError(CryptoError, ValueError):

@@ -163,21 +163,24 @@ def distance_request_digest(
     refs: ReferenceSets,
     *,
     committee: Mapping[str, Any] | None = None,
+    challenge: str | None = None,
 ) -> str:
-    """:func:`request_digest` of a distance request (and of its committee, if any)."""
-    return request_digest(
-        _with_committee(
-            {
-                "federation": federation_id,
-                "round": round_number,
-                "stage": "distances",
-                "participants": list(refs.participants),
-                "clusters": [[c, list(m)] for c, m in refs.clusters],
-                "probes": [[c, list(m)] for c, m in refs.probes],
-            },
-            committee,
-        )
-    )
+    """:func:`request_digest` of a distance request (and of its committee, if any).
+
+    ``challenge``: the request's offset-check challenge (hex, :mod:`crypto.rerandomize`),
+    bound when present so that every recipient attests the same one.
+    """
+    request: dict[str, Any] = {
+        "federation": federation_id,
+        "round": round_number,
+        "stage": "distances",
+        "participants": list(refs.participants),
+        "clusters": [[c, list(m)] for c, m in refs.clusters],
+        "probes": [[c, list(m)] for c, m in refs.probes],
+    }
+    if challenge is not None:
+        request["challenge"] = challenge
+    return request_digest(_with_committee(request, committee))
 
 
 def aggregation_request_digest(

@@ -42,9 +42,24 @@ public bound :func:`output_bound` and the recipient uses its first ``result_leng
 entries (the first entries of independent uniform zero-sharings are independent uniform
 zero-sharings).
 
-**Integrity limit.** A recipient cannot check that a contribution vanishes at the data
-points: a malicious contributor's polynomial of the right degree with another value there
-shifts every output by that value, undetected (docs/protocol.md section 9).
+**Offset check (integrity).** A recipient cannot see that a contribution vanishes at the
+data points: a malicious contributor's polynomial of the right degree with another value there
+would shift every output by that value and still give a codeword. So every contribution carries
+one more output, a check mask ``rho_{i,*}`` (its last entry, :func:`contribution_length`), and
+the distance request a fresh public challenge, drawn by the coordinator after every
+contribution was sealed and expanded to weights ``r_0 .. r_{m-1}`` (:func:`challenge_weights`).
+Recipient ``j`` appends, per contributor ``i`` (the request's ``participants``, in order),
+``c_i(alpha_j) = sum_o r_o rho_{i,o}(alpha_j) + rho_{i,*}(alpha_j)`` to its results
+(:func:`offset_checks`): ``n`` more values, each on a polynomial ``c_i`` of degree ``<= d``,
+decoded (and error-corrected) with the outputs. An honest ``c_i`` vanishes at ``beta_k``; a
+contribution with values ``delta_{i,o}`` at the data point gives ``c_i(beta_k) = sum_o r_o
+delta_{i,o} + rho_{i,*}(beta_k)``, which is zero for a fixed nonzero ``delta`` and mask with
+probability ``1/p`` over the challenge (the weights come after the contribution is fixed), so
+the coordinator names every such contributor (:func:`offset_failures`). Nothing leaks: for an
+honest ``i`` the mask is uniform on ``V`` and independent of ``rho_{i,o}``, so ``c_i`` is
+uniform on ``V`` (given the colluders' own values, uniform on the same coset as above). With
+distance-stage DP noise the values at the data point are the noise, so no challenge is sent
+and nothing is checked (docs/protocol.md section 9).
 
 **Seeded contributions** (:meth:`ZeroSharing.contribute_seeded`, what participants send):
 the ``F`` free evaluations need not travel. Recipient ``j < F`` gets a fresh 32-byte seed
@@ -83,10 +98,16 @@ from secfpp.crypto.rng import RandomSource, SeedStream
 from secfpp.crypto.secpc import ReferenceSets, coded_distances
 
 __all__ = [
+    "CHALLENGE_SIZE",
     "SEED_SIZE",
     "SeededContribution",
     "ZeroSharing",
+    "challenge_weights",
+    "checked_distances",
+    "contribution_length",
     "expand_seed",
+    "offset_checks",
+    "offset_failures",
     "output_bound",
     "rerandomize",
     "rerandomized_distances",
@@ -103,6 +124,12 @@ def output_bound(n_participants: int, max_clusters: int) -> int:
         if not isinstance(value, int) or value < 1:
             raise ParameterError(name, f"must be an int >= 1, not {value!r}")
     return n_participants * 2 * max_clusters + max_clusters * (max_clusters - 1) // 2
+
+
+def contribution_length(n_participants: int, max_clusters: int) -> int:
+    """Entries of one zero-sharing contribution: the :func:`output_bound` outputs, then the
+    check mask of the offset check (module doc), always the last entry."""
+    return output_bound(n_participants, max_clusters) + 1
 
 
 SEED_SIZE = 32
@@ -343,3 +370,129 @@ def rerandomized_distances(
     """
     coded = coded_distances(field, shares, refs, centre_pairs=centre_pairs)
     return rerandomize(field, coded, contributions, refs.participants)
+
+
+CHALLENGE_SIZE = 32
+"""Bytes of a distance request's offset-check challenge (:func:`challenge_weights`)."""
+
+_CHALLENGE_LABEL = b"offset-check"
+
+
+def challenge_weights(challenge: bytes, prime: int, length: int) -> FieldArray:
+    """The weights ``r_0 .. r_{length-1}`` in GF(prime) of an offset-check challenge.
+
+    The challenge is public (the distance request carries it in hex); the weights are its
+    AES-256-CTR expansion under its own label, so they are fixed by the request and
+    unpredictable before the coordinator draws it.
+
+    Raises:
+        ParameterError: the challenge is not :data:`CHALLENGE_SIZE` bytes or ``length`` < 1.
+    """
+    if not isinstance(challenge, bytes) or len(challenge) != CHALLENGE_SIZE:
+        raise ParameterError("challenge", f"must be {CHALLENGE_SIZE} bytes")
+    if not isinstance(length, int) or length < 1:
+        raise ParameterError("length", f"must be an int >= 1, not {length!r}")
+    return SeedStream(challenge, label=_CHALLENGE_LABEL).field_elements(prime, (length,))
+
+
+def offset_checks(
+    field: PrimeField,
+    contributions: Mapping[int, FieldArray],
+    contributors: Sequence[int],
+    weights: FieldArray,
+) -> FieldArray:
+    """This recipient's check values: ``c_i = sum_o weights[o] rho_{i,o} + rho_{i,*}``.
+
+    Args:
+        contributions: contributor -> the values it sent this recipient, the outputs then
+            the check mask (last entry); each longer than ``len(weights)``.
+        contributors: whose checks, in this order (the request's present participants).
+        weights: ``r``, shape (m,), ``m`` the request's ``result_length``.
+    Returns:
+        field elements, shape (len(contributors),).
+    Raises:
+        ParameterError: a contribution is missing, too short, or not in GF(p).
+    """
+    m = int(np.asarray(weights).shape[0])
+    if not contributors:
+        return np.zeros(0, dtype=np.int64)
+    outputs, masks = _stacked(field, contributions, contributors, m)
+    return _weighted(field, weights, outputs, masks)
+
+
+def _stacked(
+    field: PrimeField,
+    contributions: Mapping[int, FieldArray],
+    contributors: Sequence[int],
+    m: int,
+) -> tuple[FieldArray, FieldArray]:
+    """The contributors' first ``m`` values (n, m) and their check masks (n,), checked."""
+    missing = [i for i in contributors if i not in contributions]
+    if missing:
+        raise ParameterError("contributions", f"lacks the zero-sharings of {missing}")
+    outputs = np.empty((len(contributors), m), dtype=np.int64)
+    masks = np.empty(len(contributors), dtype=np.int64)
+    for row, i in enumerate(contributors):
+        values = np.asarray(contributions[i])
+        if (
+            values.ndim != 1
+            or values.shape[0] < m + 1
+            or not np.issubdtype(values.dtype, np.integer)
+        ):
+            raise ParameterError(
+                f"contributions[{i}]",
+                f"must be an integer vector of at least {m + 1} values (outputs and the check "
+                f"mask), not {values.dtype} {values.shape}",
+            )
+        outputs[row] = values[:m]
+        masks[row] = values[-1]
+    low = min(int(outputs.min()) if outputs.size else 0, int(masks.min()) if masks.size else 0)
+    high = max(int(outputs.max()) if outputs.size else 0, int(masks.max()) if masks.size else 0)
+    if low < 0 or high >= field.prime:
+        for i in contributors:  # name the offending contributor
+            field.check(np.asarray(contributions[i]), f"contributions[{i}]")
+    return outputs, masks
+
+
+def _weighted(
+    field: PrimeField, weights: FieldArray, outputs: FieldArray, masks: FieldArray
+) -> FieldArray:
+    """``outputs @ weights + masks`` mod p, computed as ``r (1, m) @ outputs.T (m, n)``: the
+    long axis inside the product (several times faster than ``(n, m) @ (m, 1)`` with the
+    wide field's split products)."""
+    weighted = matmul(field, field.check(weights, "weights")[None, :], outputs.T)[0]
+    return field.add(weighted, masks)
+
+
+def checked_distances(
+    field: PrimeField,
+    shares: Mapping[int, FieldArray],
+    contributions: Mapping[int, FieldArray],
+    refs: ReferenceSets,
+    challenge: bytes,
+) -> FieldArray:
+    """:func:`rerandomized_distances` followed by :func:`offset_checks` for the request's
+    participants: shape (``refs.result_length + len(refs.participants)``,)."""
+    coded = coded_distances(field, shares, refs)
+    m = refs.result_length
+    weights = challenge_weights(challenge, field.prime, m)
+    if not refs.participants:
+        return np.concatenate([coded, np.zeros(0, dtype=np.int64)])
+    outputs, masks = _stacked(field, contributions, refs.participants, m)  # one copy for both
+    values = field.add(field.check(coded, "coded"), field_sum(outputs.T, field.prime))
+    return np.concatenate([values, _weighted(field, weights, outputs, masks)])
+
+
+def offset_failures(decoded: FieldArray, contributors: Sequence[int]) -> tuple[int, ...]:
+    """The contributors whose decoded check is not zero at every data point.
+
+    Args:
+        decoded: the decoded check values, shape (K, len(contributors)): ``c_i(beta_k)``.
+        contributors: in the order of the columns.
+    """
+    values = np.asarray(decoded)
+    if values.ndim != 2 or values.shape[1] != len(contributors):
+        raise ParameterError(
+            "decoded", f"must have shape (K, {len(contributors)}), not {values.shape}"
+        )
+    return tuple(i for i, col in zip(contributors, values.T, strict=True) if np.any(col != 0))

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from secfpp.crypto.errors import DecodeError, ParameterError
+from secfpp.crypto.errors import DecodeError, OffsetCheckError, ParameterError
 from secfpp.crypto.field import FieldArray, PrimeField
 from secfpp.crypto.lcc import Decoded, LagrangeCode
 from secfpp.crypto.linalg import matmul, mul, mulsum
@@ -207,8 +207,15 @@ def decode_distances(
     spec: FieldSpec,
     *,
     noisy: bool = False,
+    checked: Sequence[int] = (),
 ) -> tuple[Distances, Decoded]:
     """Decode participants' result vectors into :class:`Distances` (module doc, step 3).
+
+    ``checked``: the contributors whose offset-check values follow the outputs in every
+    result vector (:func:`crypto.rerandomize.checked_distances`, in this order); they are
+    decoded with the outputs, and :class:`~crypto.errors.OffsetCheckError` names every
+    contributor whose check is not zero at the data point (its contribution shifted the
+    distances), before any distance is returned.
 
     ``noisy``: the results carry distance-stage DP noise (:mod:`crypto.dp.distance`), so a
     small distance may decode below zero; it is clamped to 0 (post-processing) instead of
@@ -220,10 +227,16 @@ def decode_distances(
     mean_{i in a} |x_i - c_a|^2``), clamped at 0.
     """
     decoded = code.decode(results, degree=2)
-    if decoded.values.shape[1] != refs.result_length:
-        raise DecodeError(
-            f"result vectors have {decoded.values.shape[1]} values, expected {refs.result_length}"
-        )
+    expected = refs.result_length + len(checked)
+    if decoded.values.shape[1] != expected:
+        got = decoded.values.shape[1]
+        raise DecodeError(f"result vectors have {got} values, expected {expected}")
+    if checked:
+        checks = decoded.values[:, refs.result_length :]  # c_i(beta_k), shape (K, n)
+        failed = tuple(i for i, col in zip(checked, checks.T, strict=True) if np.any(col != 0))
+        decoded = Decoded(decoded.values[:, : refs.result_length], decoded.used, decoded.rejected)
+        if failed:
+            raise OffsetCheckError(failed, decoded)
     lifted = code.field.centered(decoded.values)
     if noisy:
         lifted = np.maximum(lifted, 0)

@@ -439,9 +439,11 @@ class Engine:
         if kind == "prompt":
             prime = self.params.clustering_field.prime
             length = self.params.clustering_lcc().chunk_length(self.params.reduced_dim)
-        elif kind == ZERO_KIND:
+        elif kind == ZERO_KIND:  # the length the sharing task asked for (the mask or not)
             prime = self.params.clustering_field.prime
-            length = zero_sharing_length(self.params)
+            length = int(specs.get(ZERO_KIND, {}).get("vector_length", 0)) or zero_sharing_length(
+                self.params
+            )
         else:
             prime = self.params.aggregation_field.prime
             size = self.config.aggregation_length
@@ -475,7 +477,11 @@ class Engine:
         committee = committee_of(task)
         if stage == "distances":
             return distance_request_digest(
-                self.federation_id, number, distance_request(task), committee=committee
+                self.federation_id,
+                number,
+                distance_request(task),
+                committee=committee,
+                challenge=task.distances.challenge if task.distances else None,
             )
         return aggregation_request_digest(
             self.federation_id, number, aggregation_sets(task), committee=committee

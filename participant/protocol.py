@@ -43,6 +43,7 @@ from secfpp.crypto.refusal import (
 from secfpp.crypto.rerandomize import (
     SeededContribution,
     ZeroSharing,
+    checked_distances,
     expand_seed,
     rerandomized_distances,
 )
@@ -70,6 +71,7 @@ from secfpp.participant.rerandomize import (
     ZERO_SEED_CONTEXT_STAGE,
     ZERO_SEED_KIND,
     zero_sharing_length,
+    zero_sharing_lengths,
     zero_split,
 )
 from secfpp.wire.messages import PromptOut, Task
@@ -290,10 +292,11 @@ def share_body(
         kind = spec.kind
         if kind in (ZERO_KIND, ZERO_SEED_KIND):  # zero-sharing: no data, only randomness
             code = params.clustering_lcc()
-            length = zero_sharing_length(params)
-            if length != spec.vector_length:
+            length = spec.vector_length  # with the offset check's mask, or an earlier release's
+            if length not in zero_sharing_lengths(params):
                 raise ValueError(
-                    f"zero-sharing has {length} entries, the task asks for {spec.vector_length}"
+                    f"zero-sharing has {zero_sharing_length(params)} entries, the task asks "
+                    f"for {spec.vector_length}"
                 )
             if not seeded:  # a coordinator of an earlier release: vectors to everybody
                 values = None if distance_noise is None else distance_noise.share(length, rng=rng)
@@ -493,17 +496,31 @@ def distance_payload(
     field = params.clustering_field.field
     if noisy and zeros is None:
         raise ValueError("distance noise needs the re-randomizing contributions (zeros=)")
+    if d.challenge is not None and (zeros is None or noisy):
+        raise ValueError(
+            "the task asks for offset checks, which only a re-randomized distance stage "
+            "without distance-stage noise has"
+        )
     if zeros is None:
         values = coded_distances(field, opened.shares, refs)
+    elif d.challenge is not None:  # outputs, then one offset check per contributor
+        values = checked_distances(
+            field, opened.shares, zeros.shares, refs, bytes.fromhex(d.challenge)
+        )
     else:
         values = rerandomized_distances(
             field, opened.shares, zeros.shares, refs, centre_pairs=not noisy
         )
-    if values.size != d.result_length:
+    checks = 0 if d.challenge is None else len(refs.participants)
+    if values.size != d.result_length + checks:
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=d.prime)
     digest = distance_request_digest(
-        task.federation_id, task_round(task), refs, committee=committee_of(task)
+        task.federation_id,
+        task_round(task),
+        refs,
+        committee=committee_of(task),
+        challenge=d.challenge,
     )
     return payload, digest
 

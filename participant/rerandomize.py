@@ -27,7 +27,7 @@ from a round's task: a coordinator cannot ask some members for plain results.
 from __future__ import annotations
 
 from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import ZeroSharing, output_bound
+from secfpp.crypto.rerandomize import ZeroSharing, contribution_length, output_bound
 from secfpp.federation import FederationConfig
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ZERO_SEED_KIND",
     "rerandomizes",
     "zero_sharing_length",
+    "zero_sharing_lengths",
     "zero_split",
 ]
 
@@ -54,8 +55,16 @@ ZERO_SEED_CONTEXT_STAGE = "sharing-zero-seed"
 
 
 def zero_sharing_length(params: CryptoParams) -> int:
-    """Elements per contribution: the public bound on a distance request's outputs."""
-    return output_bound(params.n_participants, params.max_clusters)
+    """Elements per contribution: the public bound on a distance request's outputs, then
+    the offset check's mask (:func:`crypto.rerandomize.contribution_length`)."""
+    return contribution_length(params.n_participants, params.max_clusters)
+
+
+def zero_sharing_lengths(params: CryptoParams) -> tuple[int, int]:
+    """The contribution lengths a sharing task may ask for: :func:`zero_sharing_length`,
+    and the outputs' bound alone (a coordinator of an earlier release, which sends no
+    offset-check challenge)."""
+    return zero_sharing_length(params), output_bound(params.n_participants, params.max_clusters)
 
 
 def rerandomizes(config: FederationConfig) -> bool:

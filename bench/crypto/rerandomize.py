@@ -8,13 +8,14 @@ bound :func:`crypto.rerandomize.output_bound`, the worst case):
 
 * **distance stage, member** — before: open the ``N - 1`` prompt envelopes and compute
   the coded distances (:func:`crypto.secpc.coded_distances`); after: the same, plus open
-  the ``N - 1`` zero-sharing envelopes and add them (:func:`crypto.rerandomize.rerandomize`).
+  the ``N - 1`` zero-sharing envelopes, add them and compute the offset checks (``N`` more
+  values), :func:`crypto.rerandomize.checked_distances` as the participant does.
   A member at one of the code's first ``2 T_c`` points gets 32-byte seeds and expands each
   to the bound's length (:func:`crypto.rerandomize.expand_seed`); the others get vectors of
   the bound's length. Both are timed; the stage takes the slower.
 * **distance stage, decode** — the coordinator's decode of the members' results. Before
-  and after decode a codeword of the same length and degree (re-randomized results are
-  one), timed on separate codewords in the same run.
+  and after decode codewords of the same degree (re-randomized results are one), after
+  with the ``N`` offset-check values appended, timed on separate codewords in the same run.
 * **sharing stage, participant** (moved there by the design): drawing one seeded
   zero-sharing of the bound's length for the ``c`` recipients
   (:meth:`crypto.rerandomize.ZeroSharing.contribute_seeded`: ``2 T_c`` seeds expanded, the
@@ -59,13 +60,14 @@ from bench.crypto.decode import make_case
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.quantize import quantize
 from secfpp.crypto.rerandomize import (
+    CHALLENGE_SIZE,
     SEED_SIZE,
     SeededContribution,
     ZeroSharing,
+    checked_distances,
+    contribution_length,
     expand_seed,
     output_bound,
-    rerandomize,
-    rerandomized_distances,
 )
 from secfpp.crypto.rng import DeterministicRandom, SystemRandom
 from secfpp.crypto.secpc import coded_distances, decode_distances, plaintext_distances
@@ -113,27 +115,32 @@ def _real_check(s: Setting, seed: int = 3) -> str:
     q = [quantize(v, code.field, bits=spec.bits, clip=spec.clip) for v in vectors]
     shares = np.stack([code.share(x, rng) for x in q], axis=1)  # (members, n, r)
     zeros = ZeroSharing(code)
-    bound = output_bound(s.n, 8)
+    length = contribution_length(s.n, 8)
+    challenge = rng.random_bytes(CHALLENGE_SIZE)
 
     def expanded(c: SeededContribution) -> np.ndarray:
-        seeds = [expand_seed(seed, code.field.prime, bound) for seed in c.seeds]
+        seeds = [expand_seed(seed, code.field.prime, length) for seed in c.seeds]
         return np.vstack([*seeds, c.derived])
 
     contributions = np.stack(
-        [expanded(zeros.contribute_seeded(bound, rng)) for _ in range(s.n)], axis=1
+        [expanded(zeros.contribute_seeded(length, rng)) for _ in range(s.n)], axis=1
     )
     results = {
-        j: rerandomized_distances(
-            code.field, dict(enumerate(shares[j])), dict(enumerate(contributions[j])), refs
+        j: checked_distances(
+            code.field,
+            dict(enumerate(shares[j])),
+            dict(enumerate(contributions[j])),
+            refs,
+            challenge,
         )
         for j in range(s.members)
     }
     plain = {j: coded_distances(code.field, dict(enumerate(shares[j])), refs) for j in results}
-    got, _ = decode_distances(code, results, refs, spec)
+    got, _ = decode_distances(code, results, refs, spec, checked=refs.participants)
     want, _ = decode_distances(code, plain, refs, spec)
     assert np.array_equal(got.point, want.point)
     assert np.array_equal(got.centre, want.centre)
-    assert not any(np.array_equal(results[j], plain[j]) for j in results)
+    assert not any(np.array_equal(results[j][: refs.result_length], plain[j]) for j in results)
     real = np.round(np.clip(vectors, -spec.clip, spec.clip) * spec.scale) / spec.scale
     exact = plaintext_distances(list(real), refs)
     np.testing.assert_allclose(got.point, exact.point, rtol=1e-9)
@@ -147,9 +154,10 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     refs = _refs(s.n)
     bound = output_bound(s.n, 8)
     assert refs.result_length == bound
+    length = contribution_length(s.n, 8)  # the outputs' bound and the offset check's mask
     rng = DeterministicRandom(1)
     ring, senders, prompt_inbox = _inbox(s.n, r, prime, "sharing-prompt", 1)
-    _, _, zero_inbox = _inbox(s.n, bound, prime, "sharing-zero", 1)  # same member and senders
+    _, _, zero_inbox = _inbox(s.n, length, prime, "sharing-zero", 1)  # same member and senders
     seed_inbox = [
         seal_share(
             k.private,
@@ -160,7 +168,8 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
         for i, k in enumerate(senders)
     ]
     uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
-    own_zero = rng.field_elements(prime, bound)  # the member's own contribution
+    own_zero = rng.field_elements(prime, length)  # the member's own contribution
+    challenge = rng.random_bytes(CHALLENGE_SIZE)
 
     def before() -> None:
         opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
@@ -170,15 +179,13 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     def after() -> None:  # a member that gets vectors
         opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
         opened[s.n - 1] = uniform[s.n - 1]
-        coded = coded_distances(code.field, opened, refs)
-        zeros = _open_all(ring, senders, zero_inbox, prime, bound, "sharing-zero")
+        zeros = _open_all(ring, senders, zero_inbox, prime, length, "sharing-zero")
         zeros[s.n - 1] = own_zero
-        rerandomize(code.field, coded, zeros, refs.participants)
+        checked_distances(code.field, opened, zeros, refs, challenge)
 
     def after_seeded() -> None:  # a member that gets seeds
         opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
         opened[s.n - 1] = uniform[s.n - 1]
-        coded = coded_distances(code.field, opened, refs)
         zeros = {
             i: expand_seed(
                 open_share(
@@ -188,12 +195,12 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
                     context=ShareContext("bench", 1, "sharing-zero-seed", i, 0),
                 ),
                 prime,
-                bound,
+                length,
             )
             for i, env in enumerate(seed_inbox)
         }
         zeros[s.n - 1] = own_zero
-        rerandomize(code.field, coded, zeros, refs.participants)
+        checked_distances(code.field, opened, zeros, refs, challenge)
 
     before()
     after()  # first runs fault in pages; then alternate, best of `sample`
@@ -203,7 +210,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     member_seed = min(cpu(after_seeded) for _ in range(sample))
     member_after = max(member_vector, member_seed)
     case_before = make_case(s.n, "distance", bound, 0, seed=1)
-    case_after = make_case(s.n, "distance", bound, 0, seed=2)
+    case_after = make_case(s.n, "distance", bound + s.n, 0, seed=2)  # outputs + checks
     decode_before = min(
         cpu(lambda: case_before.code.decode(case_before.evaluations, degree=2))
         for _ in range(sample)
@@ -219,7 +226,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     seeded = zeros.seeded_points
 
     def contribute() -> None:
-        values = zeros.contribute_seeded(bound, SystemRandom())
+        values = zeros.contribute_seeded(length, SystemRandom())
         _seal_all(sender, recipients[:seeded], list(values.seeds), "sharing-zero-seed")
         if seeded < s.members:
             packed = pack_field_vectors(values.derived, prime=prime)
@@ -227,7 +234,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
 
     contribute()
     share_extra = min(cpu(contribute) for _ in range(sample))
-    zero_env = ENVELOPE_OVERHEAD + _HEADER + bound * 8
+    zero_env = ENVELOPE_OVERHEAD + _HEADER + length * 8
     seed_env = ENVELOPE_OVERHEAD + SEED_SIZE
     prompt_env = ENVELOPE_OVERHEAD + _HEADER + r * 8
     up_extra = (s.members - seeded) * zero_env + seeded * seed_env
@@ -272,7 +279,9 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         f"one BLAS thread, best of the runs), Python {sys.version.split()[0]}.",
         "",
         "Reference sets: 8 clusters and their 8 probes, so `result_length` equals the public "
-        "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run.",
+        "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run; "
+        "after includes the offset check (each member appends `N` check values, "
+        "`crypto.rerandomize.offset_checks`, and the decode covers them).",
         "",
         "| setting | N | c | T_c | outputs | member s before | member s after (vectors / "
         "seeds) | decode s before | decode s after | stage s before | stage s after | ratio |",

@@ -29,10 +29,11 @@ from secfpp.crypto.aggregation import decode_cluster_mean
 from secfpp.crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
 from secfpp.crypto.dp import LedgerRecord, gdp_sigma, mean_sensitivity
 from secfpp.crypto.dp.distance import noisy_contributor_floor
-from secfpp.crypto.errors import DecodeError
+from secfpp.crypto.errors import DecodeError, OffsetCheckError
 from secfpp.crypto.lcc import Decoded
 from secfpp.crypto.refset_rules import effective_minimum
-from secfpp.crypto.rng import RandomSource
+from secfpp.crypto.rerandomize import CHALLENGE_SIZE
+from secfpp.crypto.rng import RandomSource, default_random
 from secfpp.crypto.secpc import decode_distances
 from secfpp.crypto.split_review import ReviewPolicy, advance, review
 from secfpp.crypto.wire import unpack_field_matrix, unpack_field_vector
@@ -112,8 +113,13 @@ def close_sharing(
     dropped: set[int],
     *,
     salt: str | None,
+    rng: RandomSource | None = None,
 ) -> Outcome:
     """Sharing closed: fix who is present and what the later stages compute over.
+
+    A distance stage of a federation that re-randomizes without distance-stage noise gets a
+    fresh offset-check challenge (:mod:`crypto.rerandomize`) from ``rng`` (the system's
+    cryptographic source by default): every contribution has been sealed by now.
 
     ``salt`` (:func:`coordinator.rounds.probes.probe_salt_of`: a hash of the round's
     committed beacon) draws every probe (:func:`initial_probe`); probes refined from last
@@ -141,11 +147,14 @@ def close_sharing(
         and not (noisy and len(present) < noisy_contributor_floor(config.crypto_params()))
         else None
     )
+    checked = refs is not None and config.crypto.rerandomize_distances and not noisy
+    challenge = (rng or default_random()).random_bytes(CHALLENGE_SIZE).hex() if checked else None
     state = state.model_copy(
         update={
             "clustering": refs is not None,
             "present": present,
             "refs": None if refs is None else refs_to_dict(refs),
+            "challenge": challenge,
             "aggregation_sets": [[c, list(m)] for c, m in sets],
             "responders": {**state.responders, Stage.SHARING.value: present},
         }
@@ -196,13 +205,18 @@ def run_clustering(
     points = _Points(state)
     vectors = {
         points.point(j): unpack_field_vector(
-            data, prime=spec.prime, expected_length=refs.result_length
+            data, prime=spec.prime, expected_length=state.distance_result_length()
         )
         for j, data in results.items()
     }
     try:
         distances, decoded = decode_distances(
-            params.clustering_lcc(), vectors, refs, spec, noisy=noise is not None
+            params.clustering_lcc(),
+            vectors,
+            refs,
+            spec,
+            noisy=noise is not None,
+            checked=state.distance_checks(),
         )
         decoded = points.named(decoded)
         if decoded.rejected:
@@ -212,6 +226,8 @@ def run_clustering(
                 "them (error correction)",
                 list(decoded.rejected),
             )
+    except OffsetCheckError as err:
+        return _offsets_failed(state, points, err)
     except DecodeError as err:
         return fail(
             state,
@@ -279,6 +295,43 @@ def run_clustering(
     record = noise.record(federation_id=federation_id, round=number, refs=refs)
     detail["distance_noise_rho"] = record.rho
     return Outcome(target, state, detail, ledger=(record,))
+
+
+def _offsets_failed(state: RoundState, points: _Points, err: OffsetCheckError) -> Outcome:
+    """The offset check named contributors whose zero-sharing shifted every distance: the
+    round keeps its membership (no clustering step, no distances kept) and goes on to its
+    aggregation, which those contributions do not touch; the contributors are recorded
+    (``offset_failures``) for the operator, who can revoke them."""
+    decoded = points.named(err.decoded)
+    failures = sorted(err.contributors)
+    log.warning(
+        "distance stage: the zero-sharing contributions of participants %s do not vanish at "
+        "the data point (offset check): this round's distances are discarded, no clustering "
+        "step",
+        failures,
+    )
+    state = state.model_copy(
+        update={
+            "rejected": {**state.rejected, Stage.DISTANCES.value: list(decoded.rejected)},
+            "offset_failures": failures,
+        }
+    )
+    target = next_stage(
+        Stage.CLUSTERING, clustering_round=True, aggregates=bool(state.aggregation_sets)
+    )
+    detail = {
+        "used": list(decoded.used),
+        "rejected": list(decoded.rejected),
+        "offset_failures": failures,
+        "next_clusters": state.membership_obj().to_dict()["clusters"],
+        "splits": [],
+        "merges": [],
+        "split_ratios": {},
+        "split_p_values": {},
+        "split_reviews": [],
+        "decoded_distances": 0,
+    }
+    return Outcome(target, state, detail)
 
 
 def planned_releases(

@@ -110,6 +110,10 @@ class RoundState(BaseModel):
     """Reference sets of the distance stage (:func:`refs_to_dict`)."""
     aggregation_sets: list[list[Any]] | None = None
     """``[cluster id, members]`` summed in the aggregation stage."""
+    challenge: str | None = None
+    """The distance request's offset-check challenge (hex, :mod:`crypto.rerandomize`): drawn
+    when sharing closes, after every zero-sharing contribution was sealed; None when the
+    round does not re-randomize its distances, or adds distance-stage noise."""
     # set when an upload stage closes
     responders: dict[str, list[int]] = {}
     """Stage -> participants whose results were used (closed at the stage's end)."""
@@ -120,6 +124,9 @@ class RoundState(BaseModel):
     """Decoded ``D`` (point) and ``E`` (centre) tables, squared real distances."""
     step: dict[str, Any] | None = None
     """The clustering step's result (:func:`step_to_dict`): next round's membership."""
+    offset_failures: list[int] = []
+    """Contributors the offset check named (their zero-sharing did not vanish at the data
+    point): the round's distances were discarded and it took no clustering step."""
     # set when published
     next_generation: int | None = None
     """The generation of global prompts this round published (its own number)."""
@@ -131,6 +138,18 @@ class RoundState(BaseModel):
 
     def refs_obj(self) -> ReferenceSets | None:
         return None if self.refs is None else refs_from_dict(self.refs)
+
+    def distance_checks(self) -> list[int]:
+        """The contributors whose offset-check values follow a distance result's outputs
+        (the request's participants when it carries a challenge, else none)."""
+        refs = self.refs_obj()
+        return [] if refs is None or self.challenge is None else list(refs.participants)
+
+    def distance_result_length(self) -> int:
+        """Values in one distance upload: the outputs, then the offset checks."""
+        refs = self.refs_obj()
+        assert refs is not None
+        return refs.result_length + len(self.distance_checks())
 
     def step_obj(self) -> StepResult | None:
         return None if self.step is None else step_from_dict(self.step)

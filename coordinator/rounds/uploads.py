@@ -188,10 +188,10 @@ def _validate_result(
     c = config.crypto
     try:
         if stage is Stage.DISTANCES:
-            refs = state.refs_obj()
-            assert refs is not None
             unpack_field_vector(
-                payload, prime=c.clustering_field.prime, expected_length=refs.result_length
+                payload,
+                prime=c.clustering_field.prime,
+                expected_length=state.distance_result_length(),
             )
         else:
             shape = (len(state.sets()), config.update_share_length())
@@ -208,7 +208,9 @@ def expected_request_digest(
     if stage is Stage.DISTANCES:
         refs = state.refs_obj()
         assert refs is not None
-        return distance_request_digest(federation_id, number, refs, committee=committee)
+        return distance_request_digest(
+            federation_id, number, refs, committee=committee, challenge=state.challenge
+        )
     return aggregation_request_digest(
         federation_id, number, [m for _, m in state.sets()], committee=committee
     )

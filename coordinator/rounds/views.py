@@ -27,7 +27,7 @@ from secfpp.coordinator.rounds.participant_metrics import round_metrics
 from secfpp.coordinator.rounds.probes import probe_beacon
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.crypto.clustering import Membership
-from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, output_bound
+from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, contribution_length
 from secfpp.crypto.transport import ENVELOPE_OVERHEAD
 from secfpp.crypto.wire import element_width
 from secfpp.federation import FederationConfig
@@ -95,9 +95,10 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
             ("prompt", c.clustering_field.prime, c.reduced_dim, config.prompt_share_length()),
         )
         if c.rerandomize_distances:  # zero-sharings (crypto/rerandomize.py), one per recipient
-            bound = output_bound(config.n_participants, c.max_clusters)
-            kinds.insert(1, ("zero", c.clustering_field.prime, bound, bound))
-            kinds.insert(2, ("zero-seed", c.clustering_field.prime, bound, 0))
+            # the outputs' bound and the offset check's mask (crypto/rerandomize.py)
+            length = contribution_length(config.n_participants, c.max_clusters)
+            kinds.insert(1, ("zero", c.clustering_field.prime, length, length))
+            kinds.insert(2, ("zero-seed", c.clustering_field.prime, length, 0))
     return [
         EnvelopeSpec(
             kind=kind,  # type: ignore[arg-type]
@@ -378,6 +379,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             result_length=refs.result_length,
             prime=config.crypto.clustering_field.prime,
             beacon=probe_beacon(state),
+            challenge=state.challenge,
         )
         update["action"] = "wait" if uploaded else "compute_distances"
     else:
@@ -546,6 +548,7 @@ def round_status(session: Session, rnd: Round, config: FederationConfig) -> Roun
         uploads=uploads,
         rejected=state.rejected,
         next_clusters=None if step is None else _cluster_sets(list(step.membership.clusters)),
+        offset_failures=state.offset_failures,
         committee=state.committee,
         distances=state.distances if config.operators_see_distances else None,
         metrics=round_metrics(session, rnd.id),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
-from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, output_bound
+from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, contribution_length
 from secfpp.crypto.wire import element_width
 from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
@@ -49,13 +49,14 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
     """Bytes the zero-sharings add to one participant's sharing upload, without the envelopes'
     headers: a 32-byte seed to each recipient at the code's first
     :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` points and a vector of
-    :func:`~crypto.rerandomize.output_bound` clustering-field elements to each other one (of
+    :func:`~crypto.rerandomize.contribution_length` clustering-field elements (the outputs'
+    bound and the offset check's mask) to each other one (of
     the committee's ``c`` members, or all ``N`` participants)."""
     width = element_width(params.clustering_field.prime)
     seeded = ZeroSharing(params.clustering_lcc()).seeded_points
     vectors = params.code_points - seeded
-    bound = output_bound(params.n_participants, params.max_clusters)
-    return vectors * bound * width + seeded * SEED_SIZE
+    length = contribution_length(params.n_participants, params.max_clusters)
+    return vectors * length * width + seeded * SEED_SIZE
 
 
 def rerandomize_by_default(params: CryptoParams) -> bool:

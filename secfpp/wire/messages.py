@@ -273,6 +273,16 @@ class DistanceTask(WireModel):
         "crypto.refset_rules.probe_salt(federation, round, beacon); a participant refuses "
         "any other probe (probe_not_drawn). Null: the round asks for no probe.",
     )
+    challenge: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="The offset check's challenge (hex, 32 bytes), drawn by the coordinator "
+        "after every zero-sharing contribution was sealed (federations that re-randomize "
+        "distances without distance-stage noise). When present, the uploaded result vector "
+        "holds result_length values followed by one check value per entry of participants, "
+        "in that order (crypto.rerandomize.checked_distances), and the request digest binds "
+        "it. Null: result_length values only.",
+    )
 
 
 class AggregationTask(WireModel):
@@ -619,6 +629,15 @@ class RoundStatus(WireModel):
         "Nobody is dropped for it."
     )
     next_clusters: list[ClusterSet] | None = Field(description="Clustering result, if any.")
+    offset_failures: list[int] = Field(
+        default_factory=list,
+        description="Participants the distance stage's offset check named: their zero-sharing "
+        "contribution did not vanish at the data point, which would have shifted every "
+        "decoded distance (docs/protocol.md section 4, 'Offset check'). Unlike rejected, "
+        "this proves the named participant sent a bad contribution (its sealed envelopes, "
+        "checked by every recipient, are its own). The round discarded its distances and "
+        "kept its clusters; revoke the participant to stop it.",
+    )
     committee: list[int] | None = Field(
         default=None,
         description="Committee rounds: the members participants share to and who compute "

@@ -62,10 +62,11 @@ def test_too_many_outputs_turn_the_default_off() -> None:
 
 def test_the_budget_is_the_upload_the_zero_sharings_add() -> None:
     params = CryptoParams.for_federation(100)
-    # T_c = 31: seeds to the 2 T_c = 62 free points, vectors of 1,628 elements to the 38 others
+    # T_c = 31: seeds to the 2 T_c = 62 free points, vectors of 1,629 elements (the 1,628
+    # outputs' bound and the offset check's mask) to the 38 others
     assert ZeroSharing(params.clustering_lcc()).seeded_points == 62
     assert output_bound(100, params.max_clusters) == 1628
-    assert zero_sharing_upload_bytes(params) == 38 * 1628 * 8 + 62 * 32 == 496_896
+    assert zero_sharing_upload_bytes(params) == 38 * 1629 * 8 + 62 * 32 == 497_200
     assert rerandomize_by_default(params)
     # the largest all-to-all N the 4 MiB budget admits at max_clusters = 8
     largest = max(

@@ -153,9 +153,12 @@ def test_request_digests_bind_every_part_of_the_request() -> None:
         distance_request_digest("fed2", 2, refs),
         distance_request_digest("fed", 3, refs),
         distance_request_digest("fed", 2, other_probe),
+        distance_request_digest("fed", 2, refs, challenge="00" * 32),  # the offset check's
         aggregation_request_digest("fed", 2, [(0, 1, 2, 3, 4, 5)]),
     ):
         assert changed != base
+    with_challenge = distance_request_digest("fed", 2, refs, challenge="00" * 32)
+    assert with_challenge != distance_request_digest("fed", 2, refs, challenge="01" * 32)
 
 
 # -- equivocation with colluders (issue 26, item 1) -------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -41,7 +42,7 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
             assert [s["kind"] for s in specs] == ["prompt", "zero", "zero-seed", "update"]
             zero, seed = specs[1], specs[2]
             assert zero["context_stage"] == "sharing-zero"
-            assert zero["vector_length"] == seed["vector_length"] == N * 2 * 8 + 28
+            assert zero["vector_length"] == seed["vector_length"] == N * 2 * 8 + 28 + 1  # + mask
             assert seed["context_stage"] == "sharing-zero-seed"
             assert seed["envelope_length"] == ENVELOPE_OVERHEAD + SEED_SIZE  # 61 bytes, not 1,301
         # N = 8, T_c = 2: the recipients at points 0..3 get seeds, 4..7 vectors
@@ -73,3 +74,55 @@ def test_without_the_switch_no_zero_envelopes_are_asked(http: TestClient, tmp_pa
         "prompt",
         "update",
     ]
+
+
+class _Offset:
+    """What a cheating contributor passes where distance-stage noise would go: a fixed
+    offset at the data point on every output (and 0 on the check mask: it cannot know
+    the challenge). ``l2_clip`` clips nothing."""
+
+    l2_clip = 1e9
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+    def share(self, length: int, *, rng: Any) -> Any:
+        values = np.full(length, self.offset, dtype=np.int64)
+        values[-1] = 0
+        return values
+
+
+@pytest.mark.slow  # above 1.5 s: out of the inner loop (bash dev.sh quick)
+def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
+    http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/protocol.md section 4, "Offset check": participant 5 seals zero-sharings whose
+    polynomials are not zero at the data point (every decoded distance would move by its
+    offset, and the results are still a codeword). The round names it, keeps no shifted
+    distance and still publishes; the next, honest round clusters as usual."""
+    cheater = 5
+    real_share_body = engine_module.share_body
+
+    def cheating(task: Any, **kw: Any) -> Any:
+        if kw["index"] == cheater and cheating.on:  # type: ignore[attr-defined]
+            kw["distance_noise"] = _Offset(10**6)
+        return real_share_body(task, **kw)
+
+    cheating.on = True  # type: ignore[attr-defined]
+    monkeypatch.setattr(engine_module, "share_body", cheating)
+    fid, engines = make_engines(http, tmp_path, rerandomize_distances=True)
+    number = drive(http, fid, engines)
+    status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
+    assert status["stage"] == "published", status["failure_reason"]
+    assert status["offset_failures"] == [cheater]
+    assert status["next_clusters"] is None  # no clustering step on shifted distances
+    assert status["rejected"]["distances"] == []  # the results were a codeword
+    (event,) = [e for e in status["events"] if "offset_failures" in e["detail"]]
+    assert event["detail"]["offset_failures"] == [cheater]
+    assert event["detail"]["decoded_distances"] == 0
+    cheating.on = False  # type: ignore[attr-defined]
+    number = drive(http, fid, engines)
+    status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
+    assert status["stage"] == "published", status["failure_reason"]
+    assert status["offset_failures"] == []
+    assert status["next_clusters"] is not None

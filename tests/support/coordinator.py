@@ -29,8 +29,9 @@ from secfpp.crypto.refusal import (
 )
 from secfpp.crypto.rerandomize import (
     ZeroSharing,
+    checked_distances,
+    contribution_length,
     expand_seed,
-    output_bound,
     rerandomized_distances,
 )
 from secfpp.crypto.rng import DeterministicRandom
@@ -152,7 +153,7 @@ class SimParticipant:
         seeded = ZeroSharing(params.clustering_lcc()).seeded_points
         for spec in task["sharing"]["envelopes"]:
             if spec["kind"] in ("zero", "zero-seed"):  # re-randomizing contribution
-                length = output_bound(params.n_participants, params.max_clusters)
+                length = contribution_length(params.n_participants, params.max_clusters)
                 assert spec["vector_length"] == length
                 key = (number, "zero")
                 if key not in self.shares:  # seeds below `seeded`, vectors from it on
@@ -230,7 +231,7 @@ class SimParticipant:
         length = {
             "prompt": self.config.prompt_share_length(),
             "update": self.config.update_share_length(),
-            "zero": output_bound(self.config.n_participants, c.max_clusters),
+            "zero": contribution_length(self.config.n_participants, c.max_clusters),
         }[kind]
         stage = f"sharing-{kind}"
         out = {}
@@ -281,13 +282,17 @@ class SimParticipant:
                 min_reference_size=params.min_reference_size,
             )
         self.distance_tasks[number] = task
+        challenge = d.get("challenge")
         self.digests[(number, "distances")] = distance_request_digest(
-            self.federation_id, number, refs
+            self.federation_id, number, refs, challenge=challenge
         )
         field_ = params.clustering_field.field
         if self.config.crypto.rerandomize_distances:  # every present participant's zeros
             zeros = self.open_inbox(number, "zero")
-            values = rerandomized_distances(field_, shares, zeros, refs)
+            if challenge is not None:  # outputs, then the offset checks
+                values = checked_distances(field_, shares, zeros, refs, bytes.fromhex(challenge))
+            else:
+                values = rerandomized_distances(field_, shares, zeros, refs)
         else:
             values = coded_distances(field_, shares, refs)
         payload = pack_field_vector(values, prime=d["prime"])
