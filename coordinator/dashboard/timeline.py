@@ -54,6 +54,9 @@ class RoundLine:
     expected: int
     spans: list[StageSpan]
     live: bool
+    offset_failures: list[int] = field(default_factory=list)
+    """Participants the distance stage's offset check named (their zero-sharing did not
+    vanish at the data point; the round discarded its distances)."""
 
     def duration_s(self, now: datetime) -> float:
         return max(0.0, ((self.finished_at or now) - self.started_at).total_seconds())
@@ -114,4 +117,5 @@ def round_line(
         expected=len(state.participants),
         spans=spans,
         live=Stage(rnd.stage) not in TERMINAL,
+        offset_failures=list(state.offset_failures),
     )

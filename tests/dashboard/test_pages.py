@@ -186,3 +186,24 @@ def test_heatmap_merges_equal_runs_and_escapes_labels() -> None:
     assert "b, rounds 2-3: cluster 1" in svg
     assert "b, round 4: not in the round" in svg
     assert 'fill="url(#hatch)"' in svg
+
+
+def test_timeline_names_a_contributor_the_offset_check_caught(
+    client: TestClient, harness: FederationHarness
+) -> None:
+    """A participant whose zero-sharings do not vanish at the data point (docs/protocol.md
+    section 4, "Offset check"): the round still publishes, without a clustering step, and
+    both the API and the timeline name the sender."""
+    h = harness
+    login(client)
+    cheater = h.sims[3]
+    cheater.zero_offset = 10**6
+    number = h.run_round()
+    status = client.get(f"/v1/federations/{h.id}/rounds/{number}", headers=ADMIN).json()
+    assert status["clustering"] is True
+    assert status["stage"] == "published", status["failure_reason"]
+    assert status["offset_failures"] == [cheater.index]
+    assert status["next_clusters"] is None
+    fragment = _flat(client.get(f"/dashboard/federations/{h.id}/timeline").text)
+    assert "Offset check failed: the zero-sharing contributions of " in fragment
+    assert f"contributions of {cheater.index} did not vanish" in fragment

@@ -99,6 +99,9 @@ class SimParticipant:
     shares: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     updates: dict[int, np.ndarray] = field(default_factory=dict)
     distance_tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    zero_offset: int = 0
+    """A cheating contributor when nonzero: its zero-sharings take this value at the data
+    point on every output (not on the check mask), which the offset check must catch."""
 
     def __post_init__(self) -> None:
         self.keys = generate_keypair(DeterministicRandom(f"key|{self.name}"))
@@ -157,8 +160,12 @@ class SimParticipant:
                 assert spec["vector_length"] == length
                 key = (number, "zero")
                 if key not in self.shares:  # seeds below `seeded`, vectors from it on
+                    values = None
+                    if self.zero_offset:
+                        values = np.full(length, self.zero_offset, dtype=np.int64)
+                        values[-1] = 0
                     self.shares[key] = ZeroSharing(params.clustering_lcc()).contribute_seeded(
-                        length, self.rng
+                        length, self.rng, values=values
                     )
                 contribution = self.shares[key]
                 for recipient in task["sharing"]["recipients"]:
