@@ -93,7 +93,7 @@ from numpy.typing import NDArray
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.field import FieldArray, PrimeField
 from secfpp.crypto.lcc import LagrangeCode
-from secfpp.crypto.linalg import field_sum, lagrange_matrix, matmul
+from secfpp.crypto.linalg import field_sum, lagrange_matrix, matmul, times_pow2
 from secfpp.crypto.rng import RandomSource, SeedStream
 from secfpp.crypto.secpc import ReferenceSets, coded_distances
 
@@ -111,6 +111,7 @@ __all__ = [
     "output_bound",
     "rerandomize",
     "rerandomized_distances",
+    "sum_and_checks",
 ]
 
 
@@ -413,55 +414,7 @@ def offset_checks(
     Raises:
         ParameterError: a contribution is missing, too short, or not in GF(p).
     """
-    m = int(np.asarray(weights).shape[0])
-    if not contributors:
-        return np.zeros(0, dtype=np.int64)
-    outputs, masks = _stacked(field, contributions, contributors, m)
-    return _weighted(field, weights, outputs, masks)
-
-
-def _stacked(
-    field: PrimeField,
-    contributions: Mapping[int, FieldArray],
-    contributors: Sequence[int],
-    m: int,
-) -> tuple[FieldArray, FieldArray]:
-    """The contributors' first ``m`` values (n, m) and their check masks (n,), checked."""
-    missing = [i for i in contributors if i not in contributions]
-    if missing:
-        raise ParameterError("contributions", f"lacks the zero-sharings of {missing}")
-    outputs = np.empty((len(contributors), m), dtype=np.int64)
-    masks = np.empty(len(contributors), dtype=np.int64)
-    for row, i in enumerate(contributors):
-        values = np.asarray(contributions[i])
-        if (
-            values.ndim != 1
-            or values.shape[0] < m + 1
-            or not np.issubdtype(values.dtype, np.integer)
-        ):
-            raise ParameterError(
-                f"contributions[{i}]",
-                f"must be an integer vector of at least {m + 1} values (outputs and the check "
-                f"mask), not {values.dtype} {values.shape}",
-            )
-        outputs[row] = values[:m]
-        masks[row] = values[-1]
-    low = min(int(outputs.min()) if outputs.size else 0, int(masks.min()) if masks.size else 0)
-    high = max(int(outputs.max()) if outputs.size else 0, int(masks.max()) if masks.size else 0)
-    if low < 0 or high >= field.prime:
-        for i in contributors:  # name the offending contributor
-            field.check(np.asarray(contributions[i]), f"contributions[{i}]")
-    return outputs, masks
-
-
-def _weighted(
-    field: PrimeField, weights: FieldArray, outputs: FieldArray, masks: FieldArray
-) -> FieldArray:
-    """``outputs @ weights + masks`` mod p, computed as ``r (1, m) @ outputs.T (m, n)``: the
-    long axis inside the product (several times faster than ``(n, m) @ (m, 1)`` with the
-    wide field's split products)."""
-    weighted = matmul(field, field.check(weights, "weights")[None, :], outputs.T)[0]
-    return field.add(weighted, masks)
+    return sum_and_checks(field, contributions, contributors, weights)[1]
 
 
 def checked_distances(
@@ -476,11 +429,101 @@ def checked_distances(
     coded = coded_distances(field, shares, refs)
     m = refs.result_length
     weights = challenge_weights(challenge, field.prime, m)
-    if not refs.participants:
-        return np.concatenate([coded, np.zeros(0, dtype=np.int64)])
-    outputs, masks = _stacked(field, contributions, refs.participants, m)  # one copy for both
-    values = field.add(field.check(coded, "coded"), field_sum(outputs.T, field.prime))
-    return np.concatenate([values, _weighted(field, weights, outputs, masks)])
+    total, checks = sum_and_checks(field, contributions, refs.participants, weights)
+    return np.concatenate([field.add(field.check(coded, "coded"), total), checks])
+
+
+_W_BITS = 8  # limbs of a weight: a 32-bit half times a limb is below 2**40
+_BLOCK = (1 << 13) - 1  # outputs per float64 block: 8191 terms below 2**40 sum below 2**53
+_ROWS = 32  # contributors per chunk: the chunk's halves stay in cache
+
+
+def sum_and_checks(
+    field: PrimeField,
+    contributions: Mapping[int, FieldArray],
+    contributors: Sequence[int],
+    weights: FieldArray,
+) -> tuple[FieldArray, FieldArray]:
+    """``sum_i rho_i[:m]`` (m,) and the offset checks ``rho_i[:m] @ r + rho_{i,*}`` (n,) in
+    one pass over the contributions (a member's re-randomization and its checks).
+
+    Equal to :func:`rerandomize`'s sum and :func:`offset_checks` (property-tested against
+    Python integers), computed so that each contribution is read from memory once and no
+    value is shifted or masked: a chunk of :data:`_ROWS` contributors is viewed as its
+    32-bit halves ``x = x_0 + 2**32 x_1`` (an int64 read as two little-endian uint32, a
+    free view, converted to float64 exactly), the weights are cut into 8-bit limbs
+    ``r = sum_b r_b 2**(8 b)``, and one batched GEMM per block of :data:`_BLOCK` outputs
+    gives every ``D_ab = x_a @ r_b``: terms below ``2**40``, block sums below ``2**53``,
+    exact. The check is ``sum_ab 2**(32 a + 8 b) D_ab + rho_{i,*} mod p``; the sum is
+    ``S_0 + 2**32 S_1 mod p`` from the halves' column sums (exact below ``2**21``
+    contributors). Shapes: halves (2, rows, m), weight limbs (m, B), ``B = ceil(bits(p) / 8)``.
+
+    Raises:
+        ParameterError: as :func:`offset_checks`; more than ``2**21`` contributors.
+    """
+    prime = field.prime
+    w = field.check(weights, "weights")
+    m = int(w.shape[0])
+    missing = [i for i in contributors if i not in contributions]
+    if missing:
+        raise ParameterError("contributions", f"lacks the zero-sharings of {missing}")
+    n = len(contributors)
+    if n == 0:
+        return np.zeros(m, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if n >= 1 << 21 or prime >= 1 << 63:
+        raise ParameterError("contributors", "at most 2**21 contributors, p below 2**63")
+    w_limbs = -(-prime.bit_length() // _W_BITS)
+    w_float = np.empty((m, w_limbs), dtype=np.float64)
+    for b in range(w_limbs):
+        w_float[:, b] = (w >> (_W_BITS * b)) & ((1 << _W_BITS) - 1)
+    rows = min(_ROWS, n)
+    raw = np.empty((rows, m), dtype="<i8")
+    halves = np.empty((2, rows, m), dtype=np.float64)
+    column = np.zeros((2, m), dtype=np.float64)  # exact: below n * 2**32
+    products = np.zeros((n, 2, w_limbs), dtype=np.int64)  # D_ab mod p per contributor
+    masks = np.empty(n, dtype=np.int64)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        k = r1 - r0
+        for row, i in enumerate(contributors[r0:r1]):
+            values = np.asarray(contributions[i])
+            if (
+                values.ndim != 1
+                or values.shape[0] < m + 1
+                or not np.issubdtype(values.dtype, np.integer)
+            ):
+                raise ParameterError(
+                    f"contributions[{i}]",
+                    f"must be an integer vector of at least {m + 1} values (outputs and the "
+                    f"check mask), not {values.dtype} {values.shape}",
+                )
+            raw[row] = values[:m]
+            masks[r0 + row] = values[-1]
+        chunk = raw[:k]
+        if chunk.size and (int(chunk.min()) < 0 or int(chunk.max()) >= prime):
+            for i in contributors[r0:r1]:  # name the offending contributor
+                field.check(np.asarray(contributions[i])[:m], f"contributions[{i}]")
+        parts = chunk.view("<u4").reshape(k, m, 2)
+        halves[0, :k] = parts[..., 0]
+        halves[1, :k] = parts[..., 1]
+        column += halves[:, :k].sum(axis=1)
+        for b0 in range(0, m, _BLOCK):
+            b1 = min(m, b0 + _BLOCK)
+            d = np.matmul(halves[:, :k, b0:b1], w_float[b0:b1])  # (2, k, B), exact
+            d = np.mod(d.astype(np.int64), prime).transpose(1, 0, 2)
+            products[r0:r1] = np.mod(products[r0:r1] + d, prime)
+    if int(masks.min()) < 0 or int(masks.max()) >= prime:
+        for i in contributors:
+            field.check(np.asarray(contributions[i]), f"contributions[{i}]")
+    checks = masks.copy()
+    for a in range(2):
+        for b in range(w_limbs):
+            term = times_pow2(products[:, a, b], 32 * a + _W_BITS * b, prime)
+            checks = field.add(checks, term)
+    low = np.mod(column[0].astype(np.int64), prime)
+    high = np.mod(column[1].astype(np.int64), prime)
+    total = field.add(low, times_pow2(high, 32, prime))
+    return total, checks
 
 
 def offset_failures(decoded: FieldArray, contributors: Sequence[int]) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from secfpp.crypto.errors import OffsetCheckError, ParameterError
+from secfpp.crypto.field import PrimeField
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.params import FieldSpec
 from secfpp.crypto.quantize import dequantize, quantize
@@ -29,6 +30,7 @@ from secfpp.crypto.rerandomize import (
     offset_failures,
     output_bound,
     rerandomized_distances,
+    sum_and_checks,
 )
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.secpc import ReferenceSets, decode_distances, plaintext_distances
@@ -226,3 +228,43 @@ def test_unchecked_rerandomized_results_are_the_prefix() -> None:
 KAT = [511824802806616602, 1997510654647641593, 493220155048078857, 2031610365886351361]
 """``challenge_weights(bytes(range(32)), 2**61 - 1, 4)``, recorded when the check was added
 (the AES-CTR stream under it is pinned independently in tests/crypto/test_rng.py)."""
+
+
+@given(
+    prime=st.sampled_from([101, 2**31 - 1, 2**59 - 55, 2**61 - 1]),
+    n=st.integers(1, 70),
+    m=st.sampled_from([1, 2, 17, 8191, 8192, 9000]),
+    extremes=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=25, deadline=None)
+def test_sum_and_checks_equal_python_integers(
+    prime: int, n: int, m: int, extremes: bool, seed: int
+) -> None:
+    """The fused pass (32-bit halves, 8-bit weight limbs, float64 blocks of 8,191 outputs)
+    against exact Python integers, across blocks, chunks of contributors and field sizes,
+    with every value at ``p - 1`` when ``extremes`` (the largest products)."""
+    field = PrimeField(prime)
+    rng = np.random.default_rng(seed)
+    order = list(rng.permutation(n))
+    contributions = {
+        int(i): rng.integers(0, prime, m + 1 + int(i) % 3, dtype=np.int64) for i in order
+    }
+    weights = rng.integers(0, prime, m, dtype=np.int64)
+    if extremes:
+        weights[:] = prime - 1
+        for values in contributions.values():
+            values[:] = prime - 1
+    total, checks = sum_and_checks(field, contributions, [int(i) for i in order], weights)
+    w = [int(v) for v in weights]
+    want_checks = [
+        (
+            sum(a * int(b) for a, b in zip(w, contributions[int(i)][:m], strict=True))
+            + int(contributions[int(i)][-1])
+        )
+        % prime
+        for i in order
+    ]
+    want_total = [sum(int(contributions[int(i)][o]) for i in order) % prime for o in range(m)]
+    assert checks.tolist() == want_checks
+    assert total.tolist() == want_total
