@@ -55,6 +55,9 @@ class RoundLine:
     spans: list[StageSpan]
     live: bool
     offset_failures: list[int] = field(default_factory=list)
+    distance_excluded: list[int] = field(default_factory=list)
+    """Participants this round left out of its distance request (an earlier offset check
+    named them)."""
     """Participants the distance stage's offset check named (their zero-sharing did not
     vanish at the data point; the round discarded its distances)."""
 
@@ -118,4 +121,5 @@ def round_line(
         spans=spans,
         live=Stage(rnd.stage) not in TERMINAL,
         offset_failures=list(state.offset_failures),
+        distance_excluded=list(state.distance_excluded),
     )

@@ -117,6 +117,9 @@ def close_sharing(
 ) -> Outcome:
     """Sharing closed: fix who is present and what the later stages compute over.
 
+    Participants an earlier round's offset check named (``state.distance_excluded``) are
+    left out of the distance request (they are still present for the aggregation).
+
     A distance stage of a federation that re-randomizes without distance-stage noise gets a
     fresh offset-check challenge (:mod:`crypto.rerandomize`) from ``rng`` (the system's
     cryptographic source by default): every contribution has been sealed by now.
@@ -136,15 +139,17 @@ def close_sharing(
     min_size = config.crypto.min_aggregation_size
     sets = membership.aggregation_sets(present, min_aggregation_size=min_size)
     noisy = config.dp.distance_noise_multiplier is not None
+    excluded = set(state.distance_excluded)  # convicted by an earlier offset check
+    eligible = [i for i in present if i not in excluded]
     refs = (
         membership.reference_sets(
-            present,
+            eligible,
             min_aggregation_size=min_size,
             min_reference_size=effective_minimum(config.crypto.min_reference_size),
             salt=salt,
         )
         if state.clustering
-        and not (noisy and len(present) < noisy_contributor_floor(config.crypto_params()))
+        and not (noisy and len(eligible) < noisy_contributor_floor(config.crypto_params()))
         else None
     )
     checked = refs is not None and config.crypto.rerandomize_distances and not noisy
@@ -301,7 +306,8 @@ def _offsets_failed(state: RoundState, points: _Points, err: OffsetCheckError) -
     """The offset check named contributors whose zero-sharing shifted every distance: the
     round keeps its membership (no clustering step, no distances kept) and goes on to its
     aggregation, which those contributions do not touch; the contributors are recorded
-    (``offset_failures``) for the operator, who can revoke them."""
+    (``offset_failures``) and left out of every later round's distance request
+    (``distance_excluded``, carried from round to round)."""
     decoded = points.named(err.decoded)
     failures = sorted(err.contributors)
     log.warning(

@@ -132,6 +132,10 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         done = RoundState.model_validate(published.state)
         assert done.next_membership is not None
         membership, generation = Membership.from_dict(done.next_membership), published.number
+    excluded: set[int] = set()  # convicted by an earlier round's offset check
+    if last is not None:
+        previous = RoundState.model_validate(last.state)
+        excluded = set(previous.distance_excluded) | set(previous.offset_failures)
     warm = store.count_published(session, federation.id) < config.rounds.warmup_rounds
     draw = _draw(session, config, federation.id, number, indices, now)
     state = RoundState(
@@ -139,6 +143,7 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         generation=generation,
         clustering=config.clustered and not warm,
         participants=indices,
+        distance_excluded=sorted(excluded & set(indices)),
         committee=draw.committee,
         beacon=draw.beacon,
         coordinator_beacon=draw.coordinator_beacon,

@@ -78,6 +78,11 @@ class RoundState(BaseModel):
     """Generation of the global prompts this round trains from."""
     clustering: bool
     """This round has a distance stage."""
+    distance_excluded: list[int] = []
+    """Participants left out of this round's distance request: the offset check named
+    them in an earlier round (their zero-sharing did not vanish at the data point). They
+    still share, train and are aggregated with their cluster; their data and contributions
+    no longer enter the distances. Carried from round to round (set at start)."""
     participants: list[int]
     """LCC indices expected to take part (enrolled and not revoked at the start)."""
     dropped: dict[str, str] = {}

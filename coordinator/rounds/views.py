@@ -549,6 +549,7 @@ def round_status(session: Session, rnd: Round, config: FederationConfig) -> Roun
         rejected=state.rejected,
         next_clusters=None if step is None else _cluster_sets(list(step.membership.clusters)),
         offset_failures=state.offset_failures,
+        distance_excluded=state.distance_excluded,
         committee=state.committee,
         distances=state.distances if config.operators_see_distances else None,
         metrics=round_metrics(session, rnd.id),

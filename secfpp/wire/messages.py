@@ -636,7 +636,15 @@ class RoundStatus(WireModel):
         "decoded distance (docs/protocol.md section 4, 'Offset check'). Unlike rejected, "
         "this proves the named participant sent a bad contribution (its sealed envelopes, "
         "checked by every recipient, are its own). The round discarded its distances and "
-        "kept its clusters; revoke the participant to stop it.",
+        "kept its clusters; the named participants are left out of every later round's "
+        "distance request (distance_excluded).",
+    )
+    distance_excluded: list[int] = Field(
+        default_factory=list,
+        description="Participants left out of this round's distance request because an "
+        "earlier round's offset check named them: they still train and are aggregated with "
+        "their cluster, but their data no longer enter the clustering. Revoke them to remove "
+        "them entirely.",
     )
     committee: list[int] | None = Field(
         default=None,

@@ -207,3 +207,10 @@ def test_timeline_names_a_contributor_the_offset_check_caught(
     fragment = _flat(client.get(f"/dashboard/federations/{h.id}/timeline").text)
     assert "Offset check failed: the zero-sharing contributions of " in fragment
     assert f"contributions of {cheater.index} did not vanish" in fragment
+    number = h.run_round()  # it cheats again: left out of the distances, to no effect
+    status = client.get(f"/v1/federations/{h.id}/rounds/{number}", headers=ADMIN).json()
+    assert status["stage"] == "published", status["failure_reason"]
+    assert (status["offset_failures"], status["distance_excluded"]) == ([], [cheater.index])
+    assert status["next_clusters"] is not None
+    fragment = _flat(client.get(f"/dashboard/federations/{h.id}/timeline").text)
+    assert f"named by an earlier offset check): {cheater.index}</p>" in fragment

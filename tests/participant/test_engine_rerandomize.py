@@ -99,7 +99,8 @@ def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
     """docs/protocol.md section 4, "Offset check": participant 5 seals zero-sharings whose
     polynomials are not zero at the data point (every decoded distance would move by its
     offset, and the results are still a codeword). The round names it, keeps no shifted
-    distance and still publishes; the next, honest round clusters as usual."""
+    distance and still publishes; the next round leaves it out of its distances (it keeps
+    cheating, to no effect) and clusters the others."""
     cheater = 5
     real_share_body = engine_module.share_body
 
@@ -110,6 +111,15 @@ def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
 
     cheating.on = True  # type: ignore[attr-defined]
     monkeypatch.setattr(engine_module, "share_body", cheating)
+    asked: dict[int, list[int]] = {}
+    real_payload = engine_module.distance_payload
+
+    def recording(task: Any, *args: Any, **kw: Any) -> Any:
+        participants = list(task.distances.participants)
+        assert asked.setdefault(task.round, participants) == participants
+        return real_payload(task, *args, **kw)
+
+    monkeypatch.setattr(engine_module, "distance_payload", recording)
     fid, engines = make_engines(http, tmp_path, rerandomize_distances=True)
     number = drive(http, fid, engines)
     status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
@@ -120,9 +130,12 @@ def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
     (event,) = [e for e in status["events"] if "offset_failures" in e["detail"]]
     assert event["detail"]["offset_failures"] == [cheater]
     assert event["detail"]["decoded_distances"] == 0
-    cheating.on = False  # type: ignore[attr-defined]
+    assert status["distance_excluded"] == []
     number = drive(http, fid, engines)
     status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
     assert status["stage"] == "published", status["failure_reason"]
-    assert status["offset_failures"] == []
+    assert status["distance_excluded"] == [cheater]
+    assert status["offset_failures"] == []  # its contribution is no longer added
     assert status["next_clusters"] is not None
+    assert status["present"] == list(range(N))  # it still shares and is aggregated
+    assert asked[number] == sorted(set(range(N)) - {cheater})  # every member was asked so
