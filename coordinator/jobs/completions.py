@@ -5,7 +5,10 @@ finish, so that small rounds look synchronous. It reads the round's run count
 (:meth:`Completions.seen`) before queueing and then waits until the count grows
 (:meth:`Completions.wait`). Only runs in this process are seen: when another process's
 worker takes the job, the wait simply times out and the request answers from the
-stored state.
+stored state. Every coordinator app of a process shares :data:`PROCESS_COMPLETIONS` (round
+ids are UUIDs, unique across databases), so a job one app's worker ran also wakes a request
+of another app in the same process waiting for it (two apps on one database in a test, an
+embedded coordinator beside another) instead of letting it wait out ``drive_wait_s``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["Completions"]
+__all__ = ["PROCESS_COMPLETIONS", "Completions"]
 
 
 class Completions:
@@ -33,8 +36,11 @@ class Completions:
         """A run over ``round_id`` finished (successfully or not): wake its waiters."""
         with self._cond:
             if round_id not in self._done and len(self._done) >= self._max_rounds:
-                self._done.clear()  # bound the memory; a waiter then times out at worst
-            self._done[round_id] = self._done.get(round_id, 0) + 1
+                # bound the memory: forget the half marked longest ago (a waiter on one of
+                # those rounds times out at worst; the rounds in play were marked recently)
+                for stale in list(self._done)[: self._max_rounds // 2]:
+                    del self._done[stale]
+            self._done[round_id] = self._done.pop(round_id, 0) + 1  # most recent last
             self._cond.notify_all()
 
     def wait(self, round_id: str, seen: int, timeout_s: float) -> bool:
@@ -48,3 +54,7 @@ class Completions:
                     return False
                 self._cond.wait(left)
             return True
+
+
+PROCESS_COMPLETIONS = Completions()
+"""The finished runs of this process's coordinator apps (module doc)."""

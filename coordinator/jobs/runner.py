@@ -16,7 +16,7 @@ import io
 import logging
 from datetime import datetime
 
-from secfpp.coordinator.jobs.completions import Completions
+from secfpp.coordinator.jobs.completions import PROCESS_COMPLETIONS, Completions
 from secfpp.coordinator.jobs.local import LocalJobs
 from secfpp.coordinator.jobs.postgres import (
     JobQueueUnavailableError,
@@ -73,7 +73,7 @@ class JobRunner:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.completions = Completions()
+        self.completions = PROCESS_COMPLETIONS  # shared by the apps of this process
         self.postgres = is_postgres(settings.database_url)
         self.in_process = settings.jobs_in_process or not self.postgres
         if not settings.jobs_in_process and not self.postgres:

@@ -101,6 +101,17 @@ def test_completions_wake_a_waiter_only_after_a_new_run() -> None:
     assert done.wait("r", done.seen("r"), 0.05) is False  # that run is already counted
 
 
+def test_completions_forget_the_rounds_marked_longest_ago() -> None:
+    """The memory bound keeps the rounds in play: marking moves a round to the recent end,
+    and a full table forgets the older half."""
+    done = Completions(max_rounds=4)
+    for name in "abcd":
+        done.mark(name)
+    done.mark("a")  # a is still in play
+    done.mark("e")  # full: b and c, marked longest ago, are forgotten
+    assert [done.seen(r) for r in "abcde"] == [2, 0, 0, 1, 1]
+
+
 def test_stalled_timeout_must_cover_two_heartbeats() -> None:
     with pytest.raises(ValidationError, match="at least twice"):
         Settings(jobs_heartbeat_s=20, jobs_stalled_s=30)
