@@ -11,7 +11,8 @@ Map of the surface (module that defines each name in brackets):
   codes, fields and a committee for ``N`` participants), :class:`CodeSpec`,
   :class:`FieldSpec`.
 * **Errors** [errors]: :class:`CryptoError` and its kinds :class:`ParameterError`,
-  :class:`RefusalError`, :class:`DecodeError`, :class:`WireFormatError`,
+  :class:`RefusalError`, :class:`DecodeError` (and its :class:`OffsetCheckError`),
+  :class:`WireFormatError`,
   :class:`ShareAuthenticationError`, :class:`PrivacyBudgetError`.
 * **Randomness** [rng]: :class:`RandomSource` (what every share, mask and noise draw takes),
   :class:`SystemRandom` (the OS CSPRNG), :class:`DeterministicRandom` (tests and
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from secfpp.crypto.errors import (
         CryptoError,
         DecodeError,
+        OffsetCheckError,
         ParameterError,
         PrivacyBudgetError,
         RefusalError,
@@ -102,6 +104,7 @@ _SURFACE: dict[str, tuple[str, ...]] = {
     "errors": (
         "CryptoError",
         "DecodeError",
+        "OffsetCheckError",
         "ParameterError",
         "PrivacyBudgetError",
         "RefusalError",
@@ -153,6 +156,7 @@ __all__ = [
     "KeyPair",
     "KeyRing",
     "Membership",
+    "OffsetCheckError",
     "ParameterError",
     "PrivacyBudgetError",
     "RandomSource",
