@@ -69,11 +69,12 @@ class OffsetCheckError(DecodeError):
     code = "offset_check_failed"
 
     def __init__(self, contributors: tuple[int, ...], decoded: Any) -> None:
+        # Any: a crypto.lcc.Decoded (lcc imports this module, so no import back)
         super().__init__(
             f"the zero-sharing contributions of participants {list(contributors)} do not "
             "vanish at the data point (offset check): the decoded distances are shifted",
-            rejected=tuple(getattr(decoded, "rejected", ())),
-            received=tuple(getattr(decoded, "used", ())),
+            rejected=decoded.rejected,
+            received=decoded.used,
         )
         self.contributors = contributors
         self.decoded = decoded

@@ -55,9 +55,10 @@ decoded (and error-corrected) with the outputs. An honest ``c_i`` vanishes at ``
 contribution with values ``delta_{i,o}`` at the data point gives ``c_i(beta_k) = sum_o r_o
 delta_{i,o} + rho_{i,*}(beta_k)``, which is zero for a fixed nonzero ``delta`` and mask with
 probability ``1/p`` over the challenge (the weights come after the contribution is fixed), so
-the coordinator names every such contributor (:func:`offset_failures`). Nothing leaks: for an
-honest ``i`` the mask is uniform on ``V`` and independent of ``rho_{i,o}``, so ``c_i`` is
-uniform on ``V`` (given the colluders' own values, uniform on the same coset as above). With
+the coordinator names every such contributor (:func:`crypto.secpc.offset_failures`). Nothing
+leaks: for an honest ``i`` the mask is uniform on ``V`` and independent of ``rho_{i,o}``, so
+``c_i`` is uniform on ``V`` (given the colluders' own values, uniform on the same coset as
+above). With
 distance-stage DP noise the values at the data point are the noise, so no challenge is sent
 and nothing is checked (docs/protocol.md section 9).
 
@@ -107,7 +108,6 @@ __all__ = [
     "contribution_length",
     "expand_seed",
     "offset_checks",
-    "offset_failures",
     "output_bound",
     "rerandomize",
     "rerandomized_distances",
@@ -146,11 +146,17 @@ def expand_seed(seed: bytes, prime: int, length: int) -> FieldArray:
     Raises:
         ParameterError: the seed is not :data:`SEED_SIZE` bytes or ``length`` is not >= 1.
     """
-    if not isinstance(seed, bytes) or len(seed) != SEED_SIZE:
-        raise ParameterError("seed", f"must be {SEED_SIZE} bytes")
+    return _stream_elements(seed, "seed", _SEED_LABEL, prime, length)
+
+
+def _stream_elements(key: bytes, name: str, label: bytes, prime: int, length: int) -> FieldArray:
+    """``length`` elements of GF(prime) from the :class:`~crypto.rng.SeedStream` of a
+    32-byte ``key`` under ``label``; ``name`` is the argument an error names."""
+    if not isinstance(key, bytes) or len(key) != SEED_SIZE:
+        raise ParameterError(name, f"must be {SEED_SIZE} bytes")
     if not isinstance(length, int) or length < 1:
         raise ParameterError("length", f"must be an int >= 1, not {length!r}")
-    return SeedStream(seed, label=_SEED_LABEL).field_elements(prime, (length,))
+    return SeedStream(key, label=label).field_elements(prime, (length,))
 
 
 @dataclass(frozen=True, eq=False)
@@ -373,7 +379,7 @@ def rerandomized_distances(
     return rerandomize(field, coded, contributions, refs.participants)
 
 
-CHALLENGE_SIZE = 32
+CHALLENGE_SIZE = SEED_SIZE
 """Bytes of a distance request's offset-check challenge (:func:`challenge_weights`)."""
 
 _CHALLENGE_LABEL = b"offset-check"
@@ -389,11 +395,7 @@ def challenge_weights(challenge: bytes, prime: int, length: int) -> FieldArray:
     Raises:
         ParameterError: the challenge is not :data:`CHALLENGE_SIZE` bytes or ``length`` < 1.
     """
-    if not isinstance(challenge, bytes) or len(challenge) != CHALLENGE_SIZE:
-        raise ParameterError("challenge", f"must be {CHALLENGE_SIZE} bytes")
-    if not isinstance(length, int) or length < 1:
-        raise ParameterError("length", f"must be an int >= 1, not {length!r}")
-    return SeedStream(challenge, label=_CHALLENGE_LABEL).field_elements(prime, (length,))
+    return _stream_elements(challenge, "challenge", _CHALLENGE_LABEL, prime, length)
 
 
 def offset_checks(
@@ -524,18 +526,3 @@ def sum_and_checks(
     high = np.mod(column[1].astype(np.int64), prime)
     total = field.add(low, times_pow2(high, 32, prime))
     return total, checks
-
-
-def offset_failures(decoded: FieldArray, contributors: Sequence[int]) -> tuple[int, ...]:
-    """The contributors whose decoded check is not zero at every data point.
-
-    Args:
-        decoded: the decoded check values, shape (K, len(contributors)): ``c_i(beta_k)``.
-        contributors: in the order of the columns.
-    """
-    values = np.asarray(decoded)
-    if values.ndim != 2 or values.shape[1] != len(contributors):
-        raise ParameterError(
-            "decoded", f"must have shape (K, {len(contributors)}), not {values.shape}"
-        )
-    return tuple(i for i, col in zip(contributors, values.T, strict=True) if np.any(col != 0))

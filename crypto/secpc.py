@@ -50,6 +50,7 @@ __all__ = [
     "centres_from_points",
     "coded_distances",
     "decode_distances",
+    "offset_failures",
     "plaintext_distances",
 ]
 
@@ -232,8 +233,7 @@ def decode_distances(
         got = decoded.values.shape[1]
         raise DecodeError(f"result vectors have {got} values, expected {expected}")
     if checked:
-        checks = decoded.values[:, refs.result_length :]  # c_i(beta_k), shape (K, n)
-        failed = tuple(i for i, col in zip(checked, checks.T, strict=True) if np.any(col != 0))
+        failed = offset_failures(decoded.values[:, refs.result_length :], checked)
         decoded = Decoded(decoded.values[:, : refs.result_length], decoded.used, decoded.rejected)
         if failed:
             raise OffsetCheckError(failed, decoded)
@@ -257,6 +257,22 @@ def decode_distances(
         m_a, m_b = len(refs.clusters[a][1]), len(refs.clusters[b][1])
         centre[a, b] = centre[b, a] = float(value) / (s2 * (m_a * m_b) ** 2)
     return Distances(refs, point, centre), decoded
+
+
+def offset_failures(decoded: FieldArray, contributors: Sequence[int]) -> tuple[int, ...]:
+    """The contributors whose decoded offset check (:mod:`crypto.rerandomize`) is not zero
+    at every data point.
+
+    Args:
+        decoded: the decoded check values, shape (K, len(contributors)): ``c_i(beta_k)``.
+        contributors: in the order of the columns.
+    """
+    values = np.asarray(decoded)
+    if values.ndim != 2 or values.shape[1] != len(contributors):
+        raise ParameterError(
+            "decoded", f"must have shape (K, {len(contributors)}), not {values.shape}"
+        )
+    return tuple(i for i, col in zip(contributors, values.T, strict=True) if np.any(col != 0))
 
 
 def centres_from_points(refs: ReferenceSets, point: NDArray[np.float64]) -> NDArray[np.float64]:

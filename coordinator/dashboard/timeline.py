@@ -55,11 +55,11 @@ class RoundLine:
     spans: list[StageSpan]
     live: bool
     offset_failures: list[int] = field(default_factory=list)
+    """Participants the distance stage's offset check named (their zero-sharing did not
+    vanish at the data point; the round discarded its distances)."""
     distance_excluded: list[int] = field(default_factory=list)
     """Participants this round left out of its distance request (an earlier offset check
     named them)."""
-    """Participants the distance stage's offset check named (their zero-sharing did not
-    vanish at the data point; the round discarded its distances)."""
 
     def duration_s(self, now: datetime) -> float:
         return max(0.0, ((self.finished_at or now) - self.started_at).total_seconds())

@@ -27,13 +27,17 @@ from secfpp.crypto.rerandomize import (
     contribution_length,
     expand_seed,
     offset_checks,
-    offset_failures,
     output_bound,
     rerandomized_distances,
     sum_and_checks,
 )
 from secfpp.crypto.rng import DeterministicRandom
-from secfpp.crypto.secpc import ReferenceSets, decode_distances, plaintext_distances
+from secfpp.crypto.secpc import (
+    ReferenceSets,
+    decode_distances,
+    offset_failures,
+    plaintext_distances,
+)
 
 N = 9
 SPEC = FieldSpec(2**61 - 1, 16, 4.0)
