@@ -78,6 +78,11 @@ def aggregation_round(
 ) -> dict[str, float]:
     """One full secure-aggregation round; returns seconds per phase (of ``clock``).
 
+    ``share_seal`` is also given in its parts: ``quantize`` (clip, scale, stochastic
+    rounding), ``encode`` (the LCC sharing: the ``T`` random chunks and the field product
+    of the ``P x (K + T)`` encoding matrix with the ``(K + T) x d / K`` chunks) and
+    ``pack_seal`` (packing and AES-GCM sealing one envelope per recipient).
+
     ``warm_rings``: the daemon's steady state (``secfpp.participant.protocol``): every
     participant seals and opens through a :class:`KeyRing` that already met every peer
     (one X25519 per pair for the federation's lifetime, see ``bench.crypto.committee``), packs
@@ -109,16 +114,24 @@ def aggregation_round(
     def context(i: int, j: int) -> ShareContext:
         return ShareContext("bench", 1, "sharing", i, j)
 
+    parts = {"quantize": 0.0, "encode": 0.0, "seal": 0.0}
+
     def share_and_seal() -> None:
         for i in range(n):
+            t0 = clock()
             q = prepare_update(updates[i], spec, l2_clip=params.l2_clip, rng=rng)
+            t1 = clock()
             shares = code.share(q, rng)
+            t2 = clock()
             if warm_rings:
                 payloads = pack_field_vectors(shares, prime=prime)
             else:
                 payloads = [pack_field_vector(shares[j], prime=prime) for j in range(n)]
             for j in range(n):
                 inbox[j][i] = seal_share(keys[i][0], keys[j][1], payloads[j], context=context(i, j))
+            parts["quantize"] += t1 - t0
+            parts["encode"] += t2 - t1
+            parts["seal"] += clock() - t2
 
     results: dict[int, np.ndarray] = {}
     length = code.chunk_length(d)
@@ -168,6 +181,9 @@ def aggregation_round(
         "t": code.t,
         "dropped": len(dropped),
         "share_seal": t_share,
+        "quantize": parts["quantize"],
+        "encode": parts["encode"],
+        "pack_seal": parts["seal"],
         "open_sum": t_open,
         "decode": t_decode,
         "total": t_share + t_open + t_decode,

@@ -25,6 +25,7 @@ SECTIONS = [
     "## Decode",
     "## Flower SecAgg+",
     "## Load",
+    "## Targets (issue 30): met or missed, and why",
 ]
 
 
@@ -193,3 +194,56 @@ def test_growth_compares_committee_rows_not_all_to_all_rows_of_the_same_fc() -> 
     rows = report._growth(small, steps["committee_large"])
     growth = [r for r in rows if r.startswith("| aggregation |")]
     assert growth == ["| aggregation | 0.1 | 81 | 5.0 | 91 | 50.0 | x10.0 | x10.0 |"]
+
+
+def test_targets_judge_each_figure_of_the_run_at_its_own_size() -> None:
+    """Known answers: the N = 100 round of 0.3 s meets 0.4 s, 60 % of GEMM misses 70 %, the
+    committee's 5 s misses 3 s with its parts, the refused N = 10,000 distance stage is a miss
+    with the largest N the field holds, and a figure of the wrong size is not judged."""
+    steps = _steps()
+    crypto = steps["crypto_round"]
+    assert crypto.data is not None
+    crypto.data["rounds"] = [
+        {"n": 100, "d": 100_000, "k": 50, "t": 25, "dropped": 25, "share_seal": 0.2,
+         "quantize": 0.02, "encode": 0.1, "pack_seal": 0.08, "open_sum": 0.08, "decode": 0.02,
+         "total": 0.3, "plain": 0.003, "max_error": 1e-9},
+    ]  # fmt: skip
+    crypto.data["matmul"] = [
+        {"shape": [10, 7, 1171], "field": 1.0, "gemm": 0.1},  # small shape: not a main shape
+        {"shape": [100, 75, 2000], "field": 0.001, "gemm": 0.0006},
+        {"shape": [256, 256, 4096], "field": 0.01, "gemm": 0.009},
+    ]
+    large = steps["committee_large"]
+    assert large.data is not None
+    large.data["distances_refused"] = "N = 10000: Argument 'clip' = 4.0 overflows"
+    text = "\n".join(report.targets(steps, report.FULL))
+    assert "| N = 100, d = 100,000 round <= 0.4 s | 0.300 s (100x the plain sum) | met |" in text
+    assert "the round would still take 0.260 s" in text  # 0.3 - 0.1 + 100 x 0.0006
+    assert "| 60%-90% | **missed** | (100, 75, 2000) 60%, (256, 256, 4096) 90% |" in text
+    assert "(10, 7, 1171)" not in text
+    # 1000 x 0.004 = 4.0, 81 x 0.01 = 0.81, decode 0.1: shares of their sum, 4.91
+    assert (
+        "| N = 1,000 committee aggregation <= 3 s summed CPU | committee c=81 fc=0.1: 5.0 s "
+        "| **missed** | N x share 4.0 s (81%), c x member 0.8 s (16%), decode 0.10 s |"
+    ) in text
+    assert "| N = 1,000 committee distances <= 1.5 s summed CPU | - | not in this run |" in text
+    largest = report.largest_distance_n()
+    assert 1_000 < largest < 10_000
+    assert f"field holds one cluster of at most N = {largest:,} |" in text
+    assert "- **The N = 10,000 distance stage.**" in text
+    assert "- **Field products.**" in text
+    assert "- **The N = 100 round.**" not in text
+    small = dict(crypto.data["rounds"][0], d=2048)
+    crypto.data["rounds"] = [small]
+    text = "\n".join(report.targets(steps, report.FULL))
+    assert "| N = 100, d = 100,000 round <= 0.4 s | - | not in this run |" in text
+
+
+def test_largest_distance_n_is_the_edge_of_the_default_field() -> None:
+    from secfpp.crypto.codes import check_default_fields
+    from secfpp.crypto.errors import ParameterError
+
+    n = report.largest_distance_n()
+    check_default_fields(n)
+    with pytest.raises(ParameterError):
+        check_default_fields(n + 1)
