@@ -70,8 +70,7 @@ from secfpp.participant.rerandomize import (
     ZERO_KIND,
     ZERO_SEED_CONTEXT_STAGE,
     ZERO_SEED_KIND,
-    zero_sharing_length,
-    zero_sharing_lengths,
+    check_zero_sharing_length,
     zero_split,
 )
 from secfpp.wire.messages import PromptOut, Task
@@ -292,12 +291,8 @@ def share_body(
         kind = spec.kind
         if kind in (ZERO_KIND, ZERO_SEED_KIND):  # zero-sharing: no data, only randomness
             code = params.clustering_lcc()
-            length = spec.vector_length  # with the offset check's mask, or an earlier release's
-            if length not in zero_sharing_lengths(params):
-                raise ValueError(
-                    f"zero-sharing has {zero_sharing_length(params)} entries, the task asks "
-                    f"for {spec.vector_length}"
-                )
+            length = spec.vector_length  # the round's bound (and the offset check's mask)
+            check_zero_sharing_length(params, length)
             if not seeded:  # a coordinator of an earlier release: vectors to everybody
                 values = None if distance_noise is None else distance_noise.share(length, rng=rng)
                 shares = ZeroSharing(code).contribute(length, rng, values=values)
@@ -501,6 +496,8 @@ def distance_payload(
             "the task asks for offset checks, which only a re-randomized distance stage "
             "without distance-stage noise has"
         )
+    if zeros is not None:
+        _check_covered(refs, zeros, checked=d.challenge is not None)
     if zeros is None:
         values = coded_distances(field, opened.shares, refs)
     elif d.challenge is not None:  # outputs, then one offset check per contributor
@@ -523,6 +520,22 @@ def distance_payload(
         challenge=d.challenge,
     )
     return payload, digest
+
+
+def _check_covered(refs: ReferenceSets, zeros: OpenedShares, *, checked: bool) -> None:
+    """Raise ``ValueError`` when a contribution is too short for the request: every output
+    must be re-randomized, and with the offset check the mask (the last entry) must follow
+    them. The coordinator sizes contributions by the round's bound (the participants and
+    clusters it started with), which a request of that round never exceeds."""
+    need = refs.result_length + (1 if checked else 0)
+    have = min((int(np.asarray(v).shape[0]) for v in zeros.shares.values()), default=need)
+    if have < need:
+        raise ValueError(
+            f"the distance request has {refs.result_length} outputs"
+            + (" and an offset check" if checked else "")
+            + f", more than the zero-sharing contributions of {have} entries cover: refused, "
+            "no output is answered without re-randomization"
+        )
 
 
 def aggregation_sets(task: Task) -> list[tuple[int, ...]]:

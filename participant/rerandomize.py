@@ -27,7 +27,7 @@ from a round's task: a coordinator cannot ask some members for plain results.
 from __future__ import annotations
 
 from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import ZeroSharing, contribution_length, output_bound
+from secfpp.crypto.rerandomize import ZeroSharing, contribution_length
 from secfpp.federation import FederationConfig
 
 __all__ = [
@@ -35,9 +35,9 @@ __all__ = [
     "ZERO_KIND",
     "ZERO_SEED_CONTEXT_STAGE",
     "ZERO_SEED_KIND",
+    "check_zero_sharing_length",
     "rerandomizes",
     "zero_sharing_length",
-    "zero_sharing_lengths",
     "zero_split",
 ]
 
@@ -55,16 +55,30 @@ ZERO_SEED_CONTEXT_STAGE = "sharing-zero-seed"
 
 
 def zero_sharing_length(params: CryptoParams) -> int:
-    """Elements per contribution: the public bound on a distance request's outputs, then
-    the offset check's mask (:func:`crypto.rerandomize.contribution_length`)."""
+    """The most elements a contribution may have: the federation's public bound on a
+    distance request's outputs, then the offset check's mask
+    (:func:`crypto.rerandomize.contribution_length`)."""
     return contribution_length(params.n_participants, params.max_clusters)
 
 
-def zero_sharing_lengths(params: CryptoParams) -> tuple[int, int]:
-    """The contribution lengths a sharing task may ask for: :func:`zero_sharing_length`,
-    and the outputs' bound alone (a coordinator of an earlier release, which sends no
-    offset-check challenge)."""
-    return zero_sharing_length(params), output_bound(params.n_participants, params.max_clusters)
+def check_zero_sharing_length(params: CryptoParams, length: int) -> None:
+    """Raise ``ValueError`` unless a sharing task may ask for contributions of ``length``
+    entries: at least one, at most :func:`zero_sharing_length`.
+
+    The coordinator sizes a round's contributions by that round's own bound (its
+    participants and clusters, ``coordinator.rounds.views.zero_sharing_length``), so every
+    length up to the federation's is valid; an earlier release always asked for the
+    federation's outputs' bound (:func:`crypto.rerandomize.output_bound`, no mask). What a
+    shorter contribution cannot cover is refused at the distance stage
+    (:func:`participant.protocol.distance_payload`): no output is answered that no
+    contribution re-randomizes.
+    """
+    most = zero_sharing_length(params)
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= most:
+        raise ValueError(
+            f"zero-sharing has at most {most} entries (the federation's bound on a distance "
+            f"request's outputs and the offset check's mask), the task asks for {length!r}"
+        )
 
 
 def rerandomizes(config: FederationConfig) -> bool:

@@ -231,6 +231,11 @@ class LoadMember:
         if r.status_code != 200:
             return
         assert self.config is not None, "enroll first"
+        zero = [
+            e["vector_length"]
+            for e in self.prepared.get(number, {}).get("expect", {}).get("envelopes", [])
+            if e["kind"] == "zero"
+        ]
         args = (
             self.config,
             self.federation_id,
@@ -239,6 +244,7 @@ class LoadMember:
             task,
             r.content,
             stage,
+            zero[0] if zero else None,
         )
         if self.pool is None:
             payload, digest = await asyncio.to_thread(compute_result, *args)
@@ -314,9 +320,13 @@ def compute_result(
     task: Mapping[str, Any],
     inbox: bytes,
     stage: str,
+    zero_length: int | None = None,
 ) -> tuple[bytes, str]:
     """Open the inbox (JSON or binary bytes) and compute the packed coded result of ``stage``
     (``distances`` or ``aggregation``) and its request digest, as the daemon does.
+
+    ``zero_length``: the entries of a zero-sharing contribution, as the round's sharing task
+    gave them (the round's bound); None: the federation's bound.
 
     Picklable arguments (the raw X25519 private key, the parsed config), so that it can
     run in another process.
@@ -355,7 +365,7 @@ def compute_result(
         zeros = open_zero_contributions(
             received,
             prime=spec.prime,
-            length=zero_sharing_length(params),
+            length=zero_length or zero_sharing_length(params),
             federation_id=federation_id,
             index=index,
             private_key=load_private_key(private_key),

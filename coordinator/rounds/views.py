@@ -65,6 +65,7 @@ __all__ = [
     "round_status",
     "task",
     "waiting_poll_after",
+    "zero_sharing_length",
 ]
 
 CONTEXT_STAGES = {
@@ -78,9 +79,33 @@ CONTEXT_STAGES = {
 _VECTOR_HEADER = 24
 
 
-def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeSpec]:
+def zero_sharing_length(config: FederationConfig, state: RoundState) -> int:
+    """Entries of one zero-sharing contribution in this round: the bound on its distance
+    request's outputs, then the offset check's mask
+    (:func:`crypto.rerandomize.contribution_length`).
+
+    The bound is the round's own, not the federation's: the request has rows for at most the
+    round's ``n`` participants and sets for at most the ``C`` clusters it starts with and one
+    probe each (sharing can only remove them: dropouts, small clusters), so
+    ``n 2C + C (C - 1) / 2`` outputs; the federation's ``N 2 C_max + ...`` is the most it can
+    be. A round of one cluster thus sends ``2N + 1`` entries per contribution instead of
+    ``16 N + 29`` at ``max_clusters = 8``. Participants accept any length up to the
+    federation's and refuse a distance request with more outputs than their contributions
+    cover (docs/protocol.md section 4).
+    """
+    c = config.crypto
+    clusters = len(state.membership_obj().clusters)
+    rows = len(state.participants) or config.n_participants
+    return min(
+        contribution_length(config.n_participants, c.max_clusters),
+        contribution_length(rows, max(1, min(clusters, c.max_clusters))),
+    )
+
+
+def envelope_specs(config: FederationConfig, state: RoundState) -> list[EnvelopeSpec]:
     """The envelopes each participant sends every recipient in a round's sharing stage."""
     c = config.crypto
+    clustering = state.clustering
     kinds = [
         (
             "update",
@@ -95,8 +120,8 @@ def envelope_specs(config: FederationConfig, clustering: bool) -> list[EnvelopeS
             ("prompt", c.clustering_field.prime, c.reduced_dim, config.prompt_share_length()),
         )
         if c.rerandomize_distances:  # zero-sharings (crypto/rerandomize.py), one per recipient
-            # the outputs' bound and the offset check's mask (crypto/rerandomize.py)
-            length = contribution_length(config.n_participants, c.max_clusters)
+            # the round's bound on the outputs and the offset check's mask
+            length = zero_sharing_length(config, state)
             kinds.insert(1, ("zero", c.clustering_field.prime, length, length))
             kinds.insert(2, ("zero-seed", c.clustering_field.prime, length, 0))
     return [
@@ -360,7 +385,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     if stage is Stage.SHARING:
         update["sharing"] = SharingTask(
             recipients=state.share_recipients(),
-            envelopes=envelope_specs(config, state.clustering),
+            envelopes=envelope_specs(config, state),
         )
         update["action"] = "wait" if uploaded else "share"
         if not uploaded:  # only training needs it: n_ctx * dim floats on every poll is heavy

@@ -51,7 +51,10 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
     :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` points and a vector of
     :func:`~crypto.rerandomize.contribution_length` clustering-field elements (the outputs'
     bound and the offset check's mask) to each other one (of
-    the committee's ``c`` members, or all ``N`` participants)."""
+    the committee's ``c`` members, or all ``N`` participants). This is the worst case, a
+    round with ``max_clusters`` clusters: a round of ``C`` clusters sizes its contributions
+    by its own bound (``coordinator.rounds.views.zero_sharing_length``), about
+    ``C / max_clusters`` of this."""
     width = element_width(params.clustering_field.prime)
     seeded = ZeroSharing(params.clustering_lcc()).seeded_points
     vectors = params.code_points - seeded

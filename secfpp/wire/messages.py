@@ -184,7 +184,12 @@ class EnvelopeSpec(WireModel):
     )
     context_stage: str = Field(description="The 'stage' of the ShareContext to seal under.")
     prime: int
-    vector_length: int = Field(description="Length of the vector to share.")
+    vector_length: int = Field(
+        description="Length of the vector to share. zero and zero-seed: the round's bound on "
+        "its distance request's outputs (n 2C + C (C - 1) / 2 for the round's n participants "
+        "and C clusters), then the offset check's mask; at most the federation's bound "
+        "(crypto.rerandomize.contribution_length(N, max_clusters))."
+    )
     share_length: int = Field(description="Entries of one share (packed vector).")
     envelope_length: int = Field(description="Exact size in bytes of a sealed envelope.")
 

@@ -33,16 +33,23 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
     fid, engines = make_engines(http, tmp_path, rerandomize_distances=True)
     config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
     assert config["crypto"]["rerandomize_distances"] is True
+    lengths = []
     for _ in range(2):
         number = drive(http, fid, engines)
         status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
         assert status["stage"] == "published", status["failure_reason"]
+        c = len(status["clusters"])  # the clusters the round started with
         for engine in engines:
             specs = engine.progress(number)["sharing_specs"]
             assert [s["kind"] for s in specs] == ["prompt", "zero", "zero-seed", "update"]
             zero, seed = specs[1], specs[2]
             assert zero["context_stage"] == "sharing-zero"
-            assert zero["vector_length"] == seed["vector_length"] == N * 2 * 8 + 28 + 1  # + mask
+            # the round's bound (N rows, c clusters and a probe each, their pairs) + the mask,
+            # not the federation's N * 2 * 8 + 28 + 1 = 157
+            assert (
+                zero["vector_length"] == seed["vector_length"] == N * 2 * c + c * (c - 1) // 2 + 1
+            )
+            lengths.append(zero["vector_length"])
             assert seed["context_stage"] == "sharing-zero-seed"
             assert seed["envelope_length"] == ENVELOPE_OVERHEAD + SEED_SIZE  # 61 bytes, not 1,301
         # N = 8, T_c = 2: the recipients at points 0..3 get seeds, 4..7 vectors
@@ -53,6 +60,7 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
         assert kinds == {(j, "zero-seed") for j in range(4)} | {(j, "zero") for j in range(4, N)}
     clusters = sorted(sorted(c["members"]) for c in status["next_clusters"])
     assert clusters == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert set(lengths) <= {17, 34}  # one cluster: 16 outputs; two: 32 and their pair
     assert len(added) == 2 * N  # every member, both rounds, with every sender's contribution
     assert set(added) == {tuple(range(N))}
 

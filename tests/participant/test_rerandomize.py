@@ -50,16 +50,18 @@ KEYS = [generate_keypair(RNG) for _ in range(N)]
 VECTORS = np.random.default_rng(11).normal(0, 0.5, (N, R))
 
 
-def _task(refs: ReferenceSets, *, seeded: bool = True) -> dict[str, Any]:
+def _task(refs: ReferenceSets, *, seeded: bool = True, length: int | None = None) -> dict[str, Any]:
     """A distance-stage task; ``seeded=False``: as a coordinator of an earlier release asks
-    (one ``zero`` vector to every recipient)."""
+    (one ``zero`` vector to every recipient); ``length``: the contributions' entries (default:
+    the federation's bound and the mask)."""
     prime = PARAMS.clustering_field.prime
+    length = length or zero_sharing_length(PARAMS)
     seeds = [
         {
             "kind": ZERO_SEED_KIND,
             "context_stage": ZERO_SEED_CONTEXT_STAGE,
             "prime": prime,
-            "vector_length": zero_sharing_length(PARAMS),
+            "vector_length": length,
         }
     ]
     return {
@@ -82,7 +84,7 @@ def _task(refs: ReferenceSets, *, seeded: bool = True) -> dict[str, Any]:
                     "kind": ZERO_KIND,
                     "context_stage": ZERO_CONTEXT_STAGE,
                     "prime": prime,
-                    "vector_length": zero_sharing_length(PARAMS),
+                    "vector_length": length,
                 },
                 *(seeds if seeded else []),
             ],
@@ -110,7 +112,7 @@ def _inboxes(task: dict[str, Any], senders: list[int]) -> dict[int, dict[str, An
     return boxes
 
 
-def _open(box: dict[str, Any], j: int, kind: str) -> OpenedShares:
+def _open(box: dict[str, Any], j: int, kind: str, length: int | None = None) -> OpenedShares:
     common: dict[str, Any] = {
         "prime": PARAMS.clustering_field.prime,
         "federation_id": FED,
@@ -120,7 +122,7 @@ def _open(box: dict[str, Any], j: int, kind: str) -> OpenedShares:
     }
     if kind == ZERO_KIND:  # vectors and seeds, as the daemon opens them
         return open_zero_contributions(
-            inbox_of(box, j), length=zero_sharing_length(PARAMS), **common
+            inbox_of(box, j), length=length or zero_sharing_length(PARAMS), **common
         )
     return open_inbox(
         inbox_of(box, j), kind=kind, context_stage="sharing-prompt", share_length=R, **common
@@ -306,12 +308,64 @@ def test_the_choice_comes_from_the_federation_config() -> None:
         federation_config(doc)
 
 
-def test_a_zero_sharing_of_another_length_is_refused_before_sharing() -> None:
+@pytest.mark.parametrize("length", [0, -3])
+def test_a_zero_sharing_of_no_valid_length_is_refused_before_sharing(length: Any) -> None:
     refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
     task = _task(refs)
-    task["sharing"]["envelopes"][1]["vector_length"] = 5
-    with pytest.raises(ValueError, match="zero-sharing has"):
+    for spec in task["sharing"]["envelopes"][1:]:
+        spec["vector_length"] = length
+    with pytest.raises(ValueError, match="zero-sharing has at most"):
         _share_as_participant_0(task)
+
+
+def test_a_zero_sharing_longer_than_the_federations_bound_is_refused_before_sharing() -> None:
+    """Any length up to the federation's bound is a round's bound; one more entry is not."""
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),))
+    task = _task(refs, length=zero_sharing_length(PARAMS) + 1)
+    with pytest.raises(ValueError, match=rf"at most {zero_sharing_length(PARAMS)} entries"):
+        _share_as_participant_0(task)
+
+
+def test_round_sized_contributions_rerandomize_and_decode_exactly() -> None:
+    """The coordinator sizes contributions by the round's bound: contributions of exactly the
+    request's outputs re-randomize every output and decode to the plaintext path's values."""
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),), ((0, (0, 1, 2)),))
+    task = _task(refs, length=refs.result_length)
+    assert refs.result_length < zero_sharing_length(PARAMS) // 4
+    boxes = _inboxes(task, list(range(N)))
+    code = PARAMS.clustering_lcc()
+    mixed, plain = {}, {}
+    for j in range(code.recovery_threshold(2)):
+        prompts = _open(boxes[j], j, "prompt")
+        zeros = _open(boxes[j], j, ZERO_KIND, length=refs.result_length)
+        assert not zeros.failed
+        assert {v.shape for v in zeros.shares.values()} == {(refs.result_length,)}
+        mixed[j] = _values(distance_payload(task_of(task), prompts, PARAMS, zeros=zeros)[0])
+        plain[j] = _values(distance_payload(task_of(task), prompts, PARAMS)[0])
+        assert not np.array_equal(mixed[j], plain[j])
+    spec = PARAMS.clustering_field
+    _got, decoded = decode_distances(code, mixed, refs, spec)
+    _want, reference = decode_distances(code, plain, refs, spec)
+    assert np.array_equal(decoded.values, reference.values)
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_request_with_more_outputs_than_the_contributions_cover_is_refused(
+    checked: bool,
+) -> None:
+    """A coordinator that sized contributions for fewer outputs than it then asks for (or left
+    no room for the offset check's mask) gets no answer: an output beyond the contributions
+    would go out without re-randomization."""
+    refs = ReferenceSets(tuple(range(N)), ((0, tuple(range(N))),), ((0, (0, 1, 2)),))
+    short = refs.result_length if checked else refs.result_length - 1
+    task = _task(refs, length=short)
+    if checked:
+        task["distances"]["challenge"] = "ab" * 32
+    box = _inboxes(task, list(range(N)))[0]
+    zeros = _open(box, 0, ZERO_KIND, length=short)
+    assert not zeros.failed
+    with pytest.raises(ValueError, match=f"has {refs.result_length} outputs.* of {short} entries"):
+        distance_payload(task_of(task), _open(box, 0, "prompt"), PARAMS, zeros=zeros)
 
 
 def test_a_task_that_asks_for_seeds_without_vectors_is_refused_before_sharing() -> None:

@@ -99,6 +99,7 @@ class SimParticipant:
     shares: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     updates: dict[int, np.ndarray] = field(default_factory=dict)
     distance_tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    zero_lengths: dict[int, int] = field(default_factory=dict)  # round -> its sharing task's
     zero_offset: int = 0
     """A cheating contributor when nonzero: its zero-sharings take this value at the data
     point on every output (not on the check mask), which the offset check must catch."""
@@ -156,8 +157,10 @@ class SimParticipant:
         seeded = ZeroSharing(params.clustering_lcc()).seeded_points
         for spec in task["sharing"]["envelopes"]:
             if spec["kind"] in ("zero", "zero-seed"):  # re-randomizing contribution
-                length = contribution_length(params.n_participants, params.max_clusters)
-                assert spec["vector_length"] == length
+                length = spec["vector_length"]  # the round's bound, then the check's mask
+                most = contribution_length(params.n_participants, params.max_clusters)
+                assert 1 <= length <= most
+                self.zero_lengths[number] = length
                 key = (number, "zero")
                 if key not in self.shares:  # seeds below `seeded`, vectors from it on
                     values = None
@@ -238,7 +241,9 @@ class SimParticipant:
         length = {
             "prompt": self.config.prompt_share_length(),
             "update": self.config.update_share_length(),
-            "zero": contribution_length(self.config.n_participants, c.max_clusters),
+            "zero": self.zero_lengths.get(
+                number, contribution_length(self.config.n_participants, c.max_clusters)
+            ),
         }[kind]
         stage = f"sharing-{kind}"
         out = {}
