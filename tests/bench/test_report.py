@@ -247,3 +247,50 @@ def test_largest_distance_n_is_the_edge_of_the_default_field() -> None:
     check_default_fields(n)
     with pytest.raises(ParameterError):
         check_default_fields(n + 1)
+
+
+def _http(name: str, replicas: int, p95: float, peak: float) -> report.Step:
+    step = report.Step(name, ["python", "-m", "bench.load.run"], rc=0 if peak <= 15 else 1)
+    ms = {"count": 10, "p50": 0.1, "p95": p95, "p99": p95, "max": peak}
+    step.data = {
+        "args": {"participants": 1000, "dim": 100_000, "rounds": 2, "replicas": replicas,
+                 "collusion": 0.1, "sqlite": False},
+        "overall": ms,
+        "endpoints": {"task": {**ms, "max": peak}, "inbox": {**ms, "max": peak / 2}},
+        "cpu_seconds": {"coordinator": 100.0},
+        "server_errors": 0,
+    }  # fmt: skip
+    return step
+
+
+def test_the_http_target_is_judged_when_the_run_has_the_n1000_loads() -> None:
+    steps = _steps()
+    assert "N = 1,000 over HTTP: p95 <= 5 s, max <= 15 s | - | not in this run" in "\n".join(
+        report.targets(steps, report.FULL)
+    )
+    steps["load_n1000"] = _http("load_n1000", 1, 3.83, 14.68)
+    steps["load_n1000_2"] = _http("load_n1000_2", 2, 1.44, 15.2)
+    text = "\n".join(report.targets(steps, report.FULL))
+    assert "| 1 replica(s): p95 3.83 s, max 14.68 s | met | slowest request: task;" in text
+    assert "| 2 replica(s): p95 1.44 s, max 15.20 s | **missed** |" in text
+    assert report.succeeded(steps["load_n1000_2"])  # a missed target is a result, rc 1
+    names = [s.name for s in report.plan(report.FULL, Path("x"), 0.25, [], http_n1000=True)]
+    assert names[-2:] == ["load_n1000", "load_n1000_2"]
+    assert "load_n1000" not in [s.name for s in report.plan(report.FULL, Path("x"), 0.25, [])]
+
+
+def test_render_lists_the_n1000_loads_after_the_small_one() -> None:
+    steps = {**_steps(), "load_n1000": _http("load_n1000", 1, 3.83, 14.68)}
+    text = report.render(
+        steps,
+        command="python -m bench.report --http-n1000",
+        before={"cores": 2, "cpu": "Test CPU", "python": "3", "numpy": "2", "load": (1, 2, 3)},
+        after=(4.0, 5.0, 6.0),
+        started=dt.datetime(2026, 11, 28, 1, 2, tzinfo=dt.UTC),
+        wall_s=42.0,
+        sizes=report.FULL,
+        dropout=0.25,
+    )
+    assert text.index("## Load\n") < text.index("## Load at N = 1,000 (load_n1000)")
+    assert "1000 participants over HTTP, d = 100,000, 2 round(s), PostgreSQL, 1 replica(s)" in text
+    assert text.index("## Load at N = 1,000") < text.index("## Targets (issue 30)")
