@@ -98,10 +98,10 @@ def _steps() -> dict[str, report.Step]:
     return {s.name: s for s in (crypto, committee, large, decode, flower, load)}
 
 
-def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
-    text = report.render(
-        _steps(),
-        command="python -m bench.report",
+def _render(steps: dict[str, report.Step], command: str = "python -m bench.report") -> str:
+    return report.render(
+        steps,
+        command=command,
         before={"cores": 2, "cpu": "Test CPU", "python": "3", "numpy": "2", "load": (1, 2, 3)},
         after=(4.0, 5.0, 6.0),
         started=dt.datetime(2026, 11, 27, 1, 2, tzinfo=dt.UTC),
@@ -109,6 +109,10 @@ def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
         sizes=report.FULL,
         dropout=0.25,
     )
+
+
+def test_render_takes_every_ratio_from_the_run_and_reports_failures() -> None:
+    text = _render(_steps())
     positions = [text.index(s) for s in SECTIONS]
     assert positions == sorted(positions)
     assert "date: 2026-11-27 01:02 UTC" in text
@@ -281,16 +285,7 @@ def test_the_http_target_is_judged_when_the_run_has_the_n1000_loads() -> None:
 
 def test_render_lists_the_n1000_loads_after_the_small_one() -> None:
     steps = {**_steps(), "load_n1000": _http("load_n1000", 1, 3.83, 14.68)}
-    text = report.render(
-        steps,
-        command="python -m bench.report --http-n1000",
-        before={"cores": 2, "cpu": "Test CPU", "python": "3", "numpy": "2", "load": (1, 2, 3)},
-        after=(4.0, 5.0, 6.0),
-        started=dt.datetime(2026, 11, 28, 1, 2, tzinfo=dt.UTC),
-        wall_s=42.0,
-        sizes=report.FULL,
-        dropout=0.25,
-    )
+    text = _render(steps, "python -m bench.report --http-n1000")
     assert text.index("## Load\n") < text.index("## Load at N = 1,000 (load_n1000)")
     assert "1000 participants over HTTP, d = 100,000, 2 round(s), PostgreSQL, 1 replica(s)" in text
     assert text.index("## Load at N = 1,000") < text.index("## Targets (issue 30)")
