@@ -289,3 +289,29 @@ def test_render_lists_the_n1000_loads_after_the_small_one() -> None:
     assert text.index("## Load\n") < text.index("## Load at N = 1,000 (load_n1000)")
     assert "1000 participants over HTTP, d = 100,000, 2 round(s), PostgreSQL, 1 replica(s)" in text
     assert text.index("## Load at N = 1,000") < text.index("## Targets (issue 30)")
+
+
+def test_a_distance_stage_timed_on_a_lowered_clip_is_judged_and_says_so() -> None:
+    steps = _steps()
+    large = steps["committee_large"]
+    assert large.data is not None
+    row = {
+        **large.data["aggregation"][0],
+        "k": 1,
+        "t": 34,
+        "share_s": 0.0013,
+        "member_s": 0.2,
+        "decode_s": 0.25,
+        "total_s": 31.45,
+        "clip_lowered": True,
+    }
+    large.data = {**large.data, "distances": [row], "distances_refused": "N = 10000: overflows"}
+    text = "\n".join(report.targets(steps, report.FULL))
+    largest = report.largest_distance_n()
+    assert (
+        "| N = 10,000 committee distances <= 30 s summed CPU | committee c=91 fc=0.1: 31.4 s "
+        "| **missed** | N x share 13.0 s (41%), c x member 18.2 s (58%), decode 0.25 s; timed on "
+        f"a lowered clip: the default distance field holds one cluster of at most N = {largest:,} |"
+    ) in text
+    assert "- **The N = 10,000 distance stage.**" in text
+    assert "Its rows above were timed anyway" in "\n".join(report._committee(large))
