@@ -689,11 +689,12 @@ WHY_HTTP = (
     "ask at once: when a round publishes (each member fetches its outcome and reports its "
     "metrics, 2,000 requests, while the others keep polling) and when the committee downloads "
     "its inboxes (each of the 21 members that get zero-sharing vectors receives about 15 MiB "
-    "of them, besides its shares, in a round of one cluster). One coordinator process, PostgreSQL and the load generator's 1,000 members "
-    "share the machine's two cores, so a task poll that arrives then waits for them; p95 stays "
-    "well inside its target, the maximum moves by a few seconds from run to run around 15 s. "
-    "Not built: spreading the end-of-round requests (the poll hint spreads only the polls) and "
-    "serving an inbox as one stored object instead of building it per request."
+    "of them, besides its shares, in a round of one cluster). One coordinator process, "
+    "PostgreSQL and the load generator's 1,000 members share the machine's two cores, so a "
+    "task poll that arrives then waits for them; p95 stays well inside its target, the "
+    "maximum moves by a few seconds from run to run around 15 s. Not built: spreading the "
+    "end-of-round requests (the poll hint spreads only the polls) and serving an inbox as one "
+    "stored object instead of building it per request."
 )
 WHY_COMMITTEE = (
     "A stage total is N x share + c x member + decode, summed over every machine. The "
