@@ -209,6 +209,8 @@ HTTP_N1000 = (
 """``bench.load.run`` at N = 1,000 (issue 30's HTTP target: committee of 81, training
 arrivals, PostgreSQL), as docs/results/load.md runs it; ``--http-n1000`` adds it with one and
 with two replicas (about 6 minutes each on the 2-core machine)."""
+HTTP_STEPS = ("load_n1000", "load_n1000_2")
+"""The names of those two steps (one replica, two)."""
 
 
 def plan(
@@ -255,8 +257,8 @@ def plan(
     ]
     if http_n1000:
         steps += [
-            Step("load_n1000", [py, "-m", "bench.load.run", *HTTP_N1000]),
-            Step("load_n1000_2", [py, "-m", "bench.load.run", *HTTP_N1000, "--replicas", "2"]),
+            Step(name, [py, "-m", "bench.load.run", *HTTP_N1000, "--replicas", str(replicas)])
+            for name, replicas in zip(HTTP_STEPS, (1, 2), strict=True)
         ]
     if not flower.exists():
         next(s for s in steps if s.name == "flower_secagg").note = (
@@ -351,12 +353,12 @@ def render(
     lines += _flower_table(steps["flower_secagg"])
     lines += ["", "## Load", ""]
     lines += _load(steps["load"])
-    for name in ("load_n1000", "load_n1000_2"):
+    for name in HTTP_STEPS:
         if name in steps:
             lines += ["", f"## Load at N = 1,000 ({name})", ""]
             lines += _load(steps[name])
     lines += ["", "## Targets (issue 30): met or missed, and why", ""]
-    lines += targets(steps, sizes)
+    lines += targets(steps)
     failed = [s for s in steps.values() if s.rc is not None and not succeeded(s)]
     if failed:
         lines += ["", "## Failures", ""]
@@ -629,17 +631,10 @@ def _verdict(met: bool | None) -> str:
     return {True: "met", False: "**missed**", None: "not in this run"}[met]
 
 
-def _row(stage: dict[str, Any]) -> tuple[float, float, float]:
-    """(N x share, c x member, decode) seconds of one committee row: the stage total's parts."""
-    return (
-        stage["n"] * stage["share_s"],
-        stage["c"] * stage["member_s"],
-        stage["decode_s"],
-    )
-
-
 def _parts(stage: dict[str, Any]) -> str:
-    share, member, decode = _row(stage)
+    """The stage total's parts of one committee row: N x share, c x member, decode."""
+    share, member = stage["n"] * stage["share_s"], stage["c"] * stage["member_s"]
+    decode = stage["decode_s"]
     total = share + member + decode
     return (
         f"N x share {_f(share, 1)} s ({share / total:.0%}), c x member {_f(member, 1)} s "
@@ -711,7 +706,7 @@ WHY_DISTANCE_FIELD = (
 )
 
 
-def targets(steps: dict[str, Step], sizes: Sizes) -> list[str]:
+def targets(steps: dict[str, Step]) -> list[str]:
     """Issue 30's targets against this run's figures: met, missed or not measured, where the
     time goes (computed from the figures) and why what is missed is not cut further."""
     lines = [
@@ -773,49 +768,42 @@ def targets(steps: dict[str, Step], sizes: Sizes) -> list[str]:
         if not met:
             why.append(f"- **Field products.** {WHY_GEMM}")
     committee_missed = False
-    for step_name, n_label, limits in (
-        ("committee", "1,000", COMMITTEE_TARGETS_S),
-        ("committee_large", "10,000", dict.fromkeys(COMMITTEE_TARGETS_S, LARGE_TARGET_S)),
+    for step_name, n, limits in (
+        ("committee", 1_000, COMMITTEE_TARGETS_S),
+        ("committee_large", 10_000, dict.fromkeys(COMMITTEE_TARGETS_S, LARGE_TARGET_S)),
     ):
-        data = steps[step_name].data
-        n_want = int(n_label.replace(",", ""))
+        data = steps[step_name].data or {}
         for stage, limit in limits.items():
             rows = [
                 r
-                for r in (data or {}).get(stage, [])
-                if r["n"] == n_want and str(r["label"]).startswith("committee")
+                for r in data.get(stage, [])
+                if r["n"] == n and str(r["label"]).startswith("committee")
             ]
-            goal = f"N = {n_label} committee {stage} <= {limit:g} s summed CPU"
-            refused = (data or {}).get("distances_refused") if stage == "distances" else None
-            if rows and refused:
-                why.append(f"- **The N = {n_label} distance stage.** {WHY_DISTANCE_FIELD}")
+            goal = f"N = {n:,} committee {stage} <= {limit:g} s summed CPU"
+            refused = stage == "distances" and data.get("n") == n
+            refused = refused and bool(data.get("distances_refused"))
+            field = ""
+            if refused:  # distances_refused: the default field cannot hold this N
+                largest = largest_distance_n()
+                field = f"the default distance field holds one cluster of at most N = {largest:,}"
+                why.append(f"- **The N = {n:,} distance stage.** {WHY_DISTANCE_FIELD}")
             if not rows:
-                if refused and data is not None and data["n"] == n_want:
-                    largest = largest_distance_n()
-                    lines.append(
-                        f"| {goal} | refused by the parameters | **missed** | the default distance "
-                        f"field holds one cluster of at most N = {largest:,} |"
-                    )
-                    why.append(f"- **The N = {n_label} distance stage.** {WHY_DISTANCE_FIELD}")
+                if refused:
+                    lines.append(f"| {goal} | refused by the parameters | **missed** | {field} |")
                 else:
                     lines.append(f"| {goal} | - | not in this run | |")
                 continue
             for r in rows:
                 met = r["total_s"] <= limit
                 committee_missed |= not met
-                lowered = (
-                    f"; timed on a lowered clip: the default distance field holds one cluster of "
-                    f"at most N = {largest_distance_n():,}"
-                    if r.get("clip_lowered")
-                    else ""
-                )
+                lowered = f"; timed on a lowered clip: {field}" if r.get("clip_lowered") else ""
                 lines.append(
                     f"| {goal} | {r['label']}: {_f(r['total_s'], 1)} s | {_verdict(met)} "
                     f"| {_parts(r)}{lowered} |"
                 )
     if committee_missed:
         why.append(f"- **Committee stages.** {WHY_COMMITTEE}")
-    http = [steps[n] for n in ("load_n1000", "load_n1000_2") if n in steps]
+    http = [steps[name] for name in HTTP_STEPS if name in steps]
     goal = f"N = 1,000 over HTTP: p95 <= {HTTP_P95_S:g} s, max <= {HTTP_MAX_S:g} s"
     http_missed = False
     for step in http:

@@ -220,7 +220,7 @@ def test_targets_judge_each_figure_of_the_run_at_its_own_size() -> None:
     large = steps["committee_large"]
     assert large.data is not None
     large.data["distances_refused"] = "N = 10000: Argument 'clip' = 4.0 overflows"
-    text = "\n".join(report.targets(steps, report.FULL))
+    text = "\n".join(report.targets(steps))
     assert "| N = 100, d = 100,000 round <= 0.4 s | 0.300 s (100x the plain sum) | met |" in text
     assert "the round would still take 0.260 s" in text  # 0.3 - 0.1 + 100 x 0.0006
     assert "| 60%-90% | **missed** | (100, 75, 2000) 60%, (256, 256, 4096) 90% |" in text
@@ -239,7 +239,7 @@ def test_targets_judge_each_figure_of_the_run_at_its_own_size() -> None:
     assert "- **The N = 100 round.**" not in text
     small = dict(crypto.data["rounds"][0], d=2048)
     crypto.data["rounds"] = [small]
-    text = "\n".join(report.targets(steps, report.FULL))
+    text = "\n".join(report.targets(steps))
     assert "| N = 100, d = 100,000 round <= 0.4 s | - | not in this run |" in text
 
 
@@ -270,12 +270,12 @@ def _http(name: str, replicas: int, p95: float, peak: float) -> report.Step:
 def test_the_http_target_is_judged_when_the_run_has_the_n1000_loads() -> None:
     steps = _steps()
     assert "N = 1,000 over HTTP: p95 <= 5 s, max <= 15 s | - | not in this run" in "\n".join(
-        report.targets(steps, report.FULL)
+        report.targets(steps)
     )
     steps["load_n1000"] = _http("load_n1000", 1, 3.83, 14.68)
-    assert "- **N = 1,000 over HTTP.**" not in "\n".join(report.targets(steps, report.FULL))
+    assert "- **N = 1,000 over HTTP.**" not in "\n".join(report.targets(steps))
     steps["load_n1000_2"] = _http("load_n1000_2", 2, 1.44, 15.2)
-    text = "\n".join(report.targets(steps, report.FULL))
+    text = "\n".join(report.targets(steps))
     assert "| 1 replica(s): p95 3.83 s, max 14.68 s | met | slowest request: task;" in text
     assert "| 2 replica(s): p95 1.44 s, max 15.20 s | **missed** |" in text
     assert "- **N = 1,000 over HTTP.**" in text  # why, only when missed
@@ -308,7 +308,7 @@ def test_a_distance_stage_timed_on_a_lowered_clip_is_judged_and_says_so() -> Non
         "clip_lowered": True,
     }
     large.data = {**large.data, "distances": [row], "distances_refused": "N = 10000: overflows"}
-    text = "\n".join(report.targets(steps, report.FULL))
+    text = "\n".join(report.targets(steps))
     largest = report.largest_distance_n()
     assert (
         "| N = 10,000 committee distances <= 30 s summed CPU | committee c=91 fc=0.1: 31.4 s "
