@@ -94,11 +94,11 @@ def zero_sharing_length(config: FederationConfig, state: RoundState) -> int:
     cover (docs/protocol.md section 4).
     """
     c = config.crypto
-    clusters = len(state.membership_obj().clusters)
+    clusters = len(state.membership["clusters"])  # no Membership parse on a task poll
     rows = len(state.participants) or config.n_participants
-    return min(
-        contribution_length(config.n_participants, c.max_clusters),
-        contribution_length(rows, max(1, min(clusters, c.max_clusters))),
+    # contribution_length grows with both: capping each caps it at the federation's
+    return contribution_length(
+        min(rows, config.n_participants), max(1, min(clusters, c.max_clusters))
     )
 
 

@@ -30,7 +30,6 @@ from secfpp.crypto.refusal import (
 from secfpp.crypto.rerandomize import (
     ZeroSharing,
     checked_distances,
-    contribution_length,
     expand_seed,
     rerandomized_distances,
 )
@@ -46,6 +45,7 @@ from secfpp.crypto.transport import (
 )
 from secfpp.crypto.wire import pack_field_matrix, pack_field_vector, unpack_field_vector
 from secfpp.federation import FederationConfig
+from secfpp.participant.rerandomize import check_zero_sharing_length, zero_sharing_length
 from tests.support import federations
 from tests.support.common import ADMIN, ADMIN_TOKEN, b64d, b64e
 
@@ -158,8 +158,7 @@ class SimParticipant:
         for spec in task["sharing"]["envelopes"]:
             if spec["kind"] in ("zero", "zero-seed"):  # re-randomizing contribution
                 length = spec["vector_length"]  # the round's bound, then the check's mask
-                most = contribution_length(params.n_participants, params.max_clusters)
-                assert 1 <= length <= most
+                check_zero_sharing_length(params, length)  # as the daemon checks it
                 self.zero_lengths[number] = length
                 key = (number, "zero")
                 if key not in self.shares:  # seeds below `seeded`, vectors from it on
@@ -241,9 +240,7 @@ class SimParticipant:
         length = {
             "prompt": self.config.prompt_share_length(),
             "update": self.config.update_share_length(),
-            "zero": self.zero_lengths.get(
-                number, contribution_length(self.config.n_participants, c.max_clusters)
-            ),
+            "zero": self.zero_lengths.get(number, zero_sharing_length(self.config.crypto_params())),
         }[kind]
         stage = f"sharing-{kind}"
         out = {}
