@@ -20,6 +20,11 @@ checks, for that stage of that round:
   reference set), so that the noise shares the ledger counts stay honest even when ``T``
   colluding contributors subtract their own;
 * every member named delivered a share the participant could authenticate;
+* re-randomized distances (:func:`check_zero_contributors`): every contributor whose
+  zero-sharing the request asks it to add delivered one, and a request that names its
+  contributors names at least ``T + 1`` (:func:`crypto.rerandomize.contributor_floor`), so
+  one of them is honest; a noisy request names none (every present participant carries
+  noise);
 * it has not already answered a *different* request for the same stage
   (:func:`request_digest` of the request is stored and compared).
 
@@ -35,6 +40,7 @@ from typing import Any
 
 from secfpp.crypto.errors import RefusalError
 from secfpp.crypto.refset_rules import effective_minimum
+from secfpp.crypto.rerandomize import contributor_floor
 from secfpp.crypto.secpc import ReferenceSets
 
 __all__ = [
@@ -42,6 +48,7 @@ __all__ = [
     "check_aggregation_request",
     "check_distance_request",
     "check_same_request",
+    "check_zero_contributors",
     "distance_request_digest",
     "request_digest",
 ]
@@ -131,6 +138,41 @@ def check_distance_request(
     _check_shares(refs.participants, have_shares_from)
 
 
+def check_zero_contributors(
+    refs: ReferenceSets,
+    *,
+    have_contributions_from: Collection[int],
+    colluders: int,
+    noisy: bool = False,
+) -> None:
+    """Refuse a re-randomized distance request this participant cannot answer safely.
+
+    ``colluders``: ``T`` among all participants (a committee's ``T_c`` bounds its members
+    only, contributors are participants). A request with named ``contributors`` must
+    name at least ``T + 1`` (``too_few_contributors``) and none with distance-stage noise
+    (``noisy``: the noise every present participant adds must all be in the results); every
+    contributor's zero-sharing must have opened (``missing_share``)."""
+    named = refs.contributors
+    if named is not None and noisy:
+        raise RefusalError(
+            "too_few_contributors",
+            "the noisy distance request names its contributors: with distance-stage noise "
+            "every present participant contributes its noise share",
+        )
+    floor = contributor_floor(colluders)
+    if named is not None and len(named) < floor:
+        raise RefusalError(
+            "too_few_contributors",
+            f"the distance request names {len(named)} zero-sharing contributors, fewer than "
+            f"the {floor} (T + 1) that make one of them honest",
+        )
+    missing = sorted(set(refs.zero_contributors) - set(have_contributions_from))
+    if missing:
+        raise RefusalError(
+            "missing_share", f"no authenticated zero-sharing from participants {missing}"
+        )
+
+
 def request_digest(request: Any) -> str:
     """SHA-256 of the canonical JSON of a request (sorted keys, no whitespace).
 
@@ -178,6 +220,8 @@ def distance_request_digest(
         "clusters": [[c, list(m)] for c, m in refs.clusters],
         "probes": [[c, list(m)] for c, m in refs.probes],
     }
+    if refs.contributors is not None:  # absent from an earlier release's requests
+        request["contributors"] = list(refs.contributors)
     if challenge is not None:
         request["challenge"] = challenge
     return request_digest(_with_committee(request, committee))

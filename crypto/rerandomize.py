@@ -30,17 +30,27 @@ its value ``rho_{i,o}(alpha_j)`` sealed like every share. Recipient ``j`` upload
   the colluders' points, which the colluders computed themselves from shares that are
   independent of the data. Nothing else is learned.
 
-**Who contributes (the design choice).** ``C`` is the set of participants the request
-lists as present (``ReferenceSets.participants``): a recipient must hold every present
-participant's share to compute anything, and a contribution travels with the share in
-the sharing stage, so every recipient that answers adds the same ``C`` whatever subset of
-recipients answers (dropouts), and a participant whose data are in the outputs has itself
-contributed (if any honest data are in the outputs, an honest contribution is too; the
-coordinator cannot strip honest contributors without stripping their data). Because the
-number of outputs is only known at the distance stage, each contribution is sized by the
-public bound :func:`output_bound` and the recipient uses its first ``result_length``
-entries (the first entries of independent uniform zero-sharings are independent uniform
-zero-sharings).
+**Who contributes (the design choice).** ``C`` is the request's
+:attr:`~crypto.secpc.ReferenceSets.zero_contributors`: every participant the request lists as
+present (``participants``), or, when the request names ``contributors``, those, a subset of
+the present participants of at least ``T + 1`` (:func:`contributor_floor`, ``T`` the
+colluders among all participants; with a committee not its ``T_c``). Either way at least
+one contributor is honest: with every present participant contributing, a participant whose
+data are in the outputs has itself contributed (the coordinator cannot strip honest
+contributors without stripping their data); with a named subset, any ``T + 1`` distinct
+participants include one outside the coalition, which is the threat model's assumption
+(the coded shares themselves rest on it). A recipient refuses a named subset below the
+floor (``too_few_contributors``), so the coordinator cannot pick colluders only. Since
+2026-11-29 the coordinator asks only ``T + 1 + D`` participants per round to contribute
+(``D`` the dropouts the round tolerates, :func:`contributors_wanted`; a different subset
+each round), which cuts the re-randomization's traffic by ``N / (T + 1 + D)`` (5x at
+``N = 1,000`` with ``T = D = 100``) without weakening the guarantee. A contribution travels
+with the share in the sharing stage, so every recipient that answers adds the same ``C``
+whatever subset of recipients answers (dropouts). Because the number of outputs is only
+known at the distance stage, each contribution is sized by a public bound
+(:func:`output_bound`, or the round's own) and the recipient uses its first
+``result_length`` entries (the first entries of independent uniform zero-sharings are
+independent uniform zero-sharings).
 
 **Offset check (integrity).** A recipient cannot see that a contribution vanishes at the
 data points: a malicious contributor's polynomial of the right degree with another value there
@@ -48,7 +58,7 @@ would shift every output by that value and still give a codeword. So every contr
 one more output, a check mask ``rho_{i,*}`` (its last entry, :func:`contribution_length`), and
 the distance request a fresh public challenge, drawn by the coordinator after every
 contribution was sealed and expanded to weights ``r_0 .. r_{m-1}`` (:func:`challenge_weights`).
-Recipient ``j`` appends, per contributor ``i`` (the request's ``participants``, in order),
+Recipient ``j`` appends, per contributor ``i`` (``C``, in order),
 ``c_i(alpha_j) = sum_o r_o rho_{i,o}(alpha_j) + rho_{i,*}(alpha_j)`` to its results
 (:func:`offset_checks`): ``n`` more values, each on a polynomial ``c_i`` of degree ``<= d``,
 decoded (and error-corrected) with the outputs. An honest ``c_i`` vanishes at ``beta_k``; a
@@ -106,6 +116,8 @@ __all__ = [
     "challenge_weights",
     "checked_distances",
     "contribution_length",
+    "contributor_floor",
+    "contributors_wanted",
     "expand_seed",
     "offset_checks",
     "output_bound",
@@ -137,6 +149,25 @@ SEED_SIZE = 32
 """Bytes of the seed that stands for a free evaluation (:func:`expand_seed`)."""
 
 _SEED_LABEL = b"zero-sharing"
+
+
+def contributor_floor(colluders: int) -> int:
+    """``T + 1``: the fewest contributors a request that names them may list, so that one
+    of them is outside a coalition of ``colluders`` participants (module doc, "Who
+    contributes")."""
+    if isinstance(colluders, bool) or not isinstance(colluders, int) or colluders < 0:
+        raise ParameterError("colluders", f"must be an integer >= 0, not {colluders!r}")
+    return colluders + 1
+
+
+def contributors_wanted(n_participants: int, colluders: int, dropouts: int) -> int:
+    """``min(n, T + 1 + D)``: how many of a round's ``n`` participants are asked to
+    contribute, so that at least :func:`contributor_floor` remain after ``D`` of them drop
+    out (or refuse) in the sharing stage."""
+    for name, value in (("n_participants", n_participants), ("dropouts", dropouts)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ParameterError(name, f"must be an integer >= 0, not {value!r}")
+    return min(n_participants, contributor_floor(colluders) + dropouts)
 
 
 def expand_seed(seed: bytes, prime: int, length: int) -> FieldArray:
@@ -333,7 +364,7 @@ def rerandomize(
         coded: this recipient's result vector ``h_o(alpha_j)``, length ``m``.
         contributions: contributor -> the zero-sharing values it sent this recipient,
             each of length ``>= m`` (sized by :func:`output_bound`).
-        contributors: whose contributions count (the request's present participants).
+        contributors: whose contributions count (``ReferenceSets.zero_contributors``).
     Raises:
         ParameterError: a contributor's value is missing, too short, or not in GF(p).
     """
@@ -372,11 +403,11 @@ def rerandomized_distances(
 ) -> FieldArray:
     """:func:`~crypto.secpc.coded_distances` plus every present participant's zero-sharing.
 
-    The contributors are ``refs.participants`` (module doc, "Who contributes").
+    The contributors are ``refs.zero_contributors`` (module doc, "Who contributes").
     ``centre_pairs=False`` with distance-stage DP noise (see ``coded_distances``).
     """
     coded = coded_distances(field, shares, refs, centre_pairs=centre_pairs)
-    return rerandomize(field, coded, contributions, refs.participants)
+    return rerandomize(field, coded, contributions, refs.zero_contributors)
 
 
 CHALLENGE_SIZE = SEED_SIZE
@@ -409,7 +440,7 @@ def offset_checks(
     Args:
         contributions: contributor -> the values it sent this recipient, the outputs then
             the check mask (last entry); each longer than ``len(weights)``.
-        contributors: whose checks, in this order (the request's present participants).
+        contributors: whose checks, in this order (``ReferenceSets.zero_contributors``).
         weights: ``r``, shape (m,), ``m`` the request's ``result_length``.
     Returns:
         field elements, shape (len(contributors),).
@@ -427,11 +458,11 @@ def checked_distances(
     challenge: bytes,
 ) -> FieldArray:
     """:func:`rerandomized_distances` followed by :func:`offset_checks` for the request's
-    participants: shape (``refs.result_length + len(refs.participants)``,)."""
+    contributors: shape (``refs.result_length + len(refs.zero_contributors)``,)."""
     coded = coded_distances(field, shares, refs)
     m = refs.result_length
     weights = challenge_weights(challenge, field.prime, m)
-    total, checks = sum_and_checks(field, contributions, refs.participants, weights)
+    total, checks = sum_and_checks(field, contributions, refs.zero_contributors, weights)
     return np.concatenate([field.add(field.check(coded, "coded"), total), checks])
 
 

@@ -64,11 +64,17 @@ class ReferenceSets:
         clusters: ``(cluster id, members)`` in increasing id order; members sorted.
         probes: ``(cluster id, members)``: a proper subset of that cluster whose centre
             gives the split test its axis (:mod:`crypto.clustering`); members sorted.
+        contributors: the participants whose zero-sharing re-randomizes the results
+            (:mod:`crypto.rerandomize`, "Who contributes"), sorted: participants who
+            shared this round (not necessarily rows of the request: a member of a cluster
+            too small to measure still contributes); None: every participant (requests of
+            earlier releases, and every request with distance-stage noise).
     """
 
     participants: tuple[int, ...]
     clusters: tuple[tuple[int, tuple[int, ...]], ...]
     probes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    contributors: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if list(self.participants) != sorted(set(self.participants)):
@@ -94,6 +100,16 @@ class ReferenceSets:
                 raise ParameterError(
                     "probes", f"probe of cluster {c} must be a proper subset of its members"
                 )
+        if self.contributors is not None and list(self.contributors) != sorted(
+            set(self.contributors)
+        ):
+            raise ParameterError("contributors", "must be sorted and without repeats")
+
+    @property
+    def zero_contributors(self) -> tuple[int, ...]:
+        """Whose zero-sharings a recipient adds (and whose offset checks follow the
+        outputs): :attr:`contributors`, or every participant when that is None."""
+        return self.participants if self.contributors is None else self.contributors
 
     @property
     def sets(self) -> list[tuple[int, ...]]:

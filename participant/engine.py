@@ -64,7 +64,12 @@ from secfpp.participant.protocol import (
     share_body,
 )
 from secfpp.participant.refsets import answered_sets, check_distance_sets, load_answered
-from secfpp.participant.rerandomize import ZERO_KIND, rerandomizes, zero_sharing_length
+from secfpp.participant.rerandomize import (
+    ZERO_KIND,
+    check_zero_sharing_length,
+    rerandomizes,
+    zero_sharing_length,
+)
 from secfpp.participant.state import StateDir
 from secfpp.wire.messages import Attestations, Task
 
@@ -439,11 +444,15 @@ class Engine:
         if kind == "prompt":
             prime = self.params.clustering_field.prime
             length = self.params.clustering_lcc().chunk_length(self.params.reduced_dim)
-        elif kind == ZERO_KIND:  # the length the sharing task asked for (the mask or not)
+        elif kind == ZERO_KIND:  # the round's length: from the request, else own task
             prime = self.params.clustering_field.prime
-            length = int(specs.get(ZERO_KIND, {}).get("vector_length", 0)) or zero_sharing_length(
-                self.params
+            asked = None if task.distances is None else task.distances.contribution_length
+            length = (
+                asked
+                or int(specs.get(ZERO_KIND, {}).get("vector_length", 0))
+                or zero_sharing_length(self.params)
             )
+            check_zero_sharing_length(self.params, length)
         else:
             prime = self.params.aggregation_field.prime
             size = self.config.aggregation_length

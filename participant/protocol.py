@@ -38,6 +38,7 @@ from secfpp.crypto.refusal import (
     aggregation_request_digest,
     check_aggregation_request,
     check_distance_request,
+    check_zero_contributors,
     distance_request_digest,
 )
 from secfpp.crypto.rerandomize import (
@@ -460,6 +461,7 @@ def distance_request(task: Task) -> ReferenceSets:
         participants=tuple(d.participants),
         clusters=tuple((c.cluster, tuple(c.members)) for c in d.clusters),
         probes=tuple((c.cluster, tuple(c.members)) for c in d.probes),
+        contributors=None if d.contributors is None else tuple(d.contributors),
     )
 
 
@@ -481,16 +483,24 @@ def distance_payload(
     """
     refs = distance_request(task)
     d = stage_request(task, "distances", task.distances)
-    have = opened.shares if zeros is None else set(opened.shares) & set(zeros.shares)
     check_distance_request(
         refs,
-        have_shares_from=have,
+        have_shares_from=opened.shares,
         min_reference_size=params.min_reference_size,
         min_contributors=noisy_contributor_floor(params) if noisy else 0,
     )
     field = params.clustering_field.field
     if noisy and zeros is None:
         raise ValueError("distance noise needs the re-randomizing contributions (zeros=)")
+    if zeros is not None:
+        check_zero_contributors(
+            refs,
+            have_contributions_from=zeros.shares,
+            colluders=params.colluders_among_participants,
+            noisy=noisy,
+        )
+    elif refs.contributors is not None:
+        raise ValueError("the task names zero-sharing contributors but none were opened")
     if d.challenge is not None and (zeros is None or noisy):
         raise ValueError(
             "the task asks for offset checks, which only a re-randomized distance stage "
@@ -508,7 +518,7 @@ def distance_payload(
         values = rerandomized_distances(
             field, opened.shares, zeros.shares, refs, centre_pairs=not noisy
         )
-    checks = 0 if d.challenge is None else len(refs.participants)
+    checks = 0 if d.challenge is None else len(refs.zero_contributors)
     if values.size != d.result_length + checks:
         raise ValueError("result length disagrees with the task")
     payload = pack_field_vector(values, prime=d.prime)

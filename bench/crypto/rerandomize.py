@@ -8,14 +8,16 @@ bound :func:`crypto.rerandomize.output_bound`, the worst case):
 
 * **distance stage, member** — before: open the ``N - 1`` prompt envelopes and compute
   the coded distances (:func:`crypto.secpc.coded_distances`); after: the same, plus open
-  the ``N - 1`` zero-sharing envelopes, add them and compute the offset checks (``N`` more
-  values), :func:`crypto.rerandomize.checked_distances` as the participant does.
+  the ``K - 1`` zero-sharing envelopes of the round's other contributors (``K = T + 1 + D``,
+  :func:`contributors_of`; every participant before 2026-11-29), add them and compute the
+  offset checks (``K`` more values), :func:`crypto.rerandomize.checked_distances` as the
+  participant does.
   A member at one of the code's first ``2 T_c`` points gets 32-byte seeds and expands each
   to the bound's length (:func:`crypto.rerandomize.expand_seed`); the others get vectors of
   the bound's length. Both are timed; the stage takes the slower.
 * **distance stage, decode** — the coordinator's decode of the members' results. Before
   and after decode codewords of the same degree (re-randomized results are one), after
-  with the ``N`` offset-check values appended, timed on separate codewords in the same run.
+  with the ``K`` offset-check values appended, timed on separate codewords in the same run.
 * **sharing stage, participant** (moved there by the design): drawing one seeded
   zero-sharing of the bound's length for the ``c`` recipients
   (:meth:`crypto.rerandomize.ZeroSharing.contribute_seeded`: ``2 T_c`` seeds expanded, the
@@ -36,7 +38,9 @@ docs/results/rerandomized-distances.md]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import math
 import os
 import platform
 import sys
@@ -66,6 +70,7 @@ from secfpp.crypto.rerandomize import (
     ZeroSharing,
     checked_distances,
     contribution_length,
+    contributors_wanted,
     expand_seed,
     output_bound,
 )
@@ -84,6 +89,18 @@ from secfpp.crypto.wire import pack_field_vector, pack_field_vectors
 from secfpp.process.memory import retain_freed_memory
 
 _HEADER = 24  # packed vector header (crypto.wire)
+
+
+def contributors_of(s: Setting) -> int:
+    """``K = T + 1 + D``: the zero-sharing contributors a round of ``s`` names
+    (:func:`coordinator.rounds.rerandomization.designate`; every participant before
+    2026-11-29): ``T`` the colluders among the ``n`` participants, ``D = ceil(n f)`` with
+    ``f`` the fraction of the ``c`` code points the distance stage may lose
+    (:func:`~coordinator.rounds.rerandomization.sharing_dropouts` of the federation's
+    resolved parameters, which carry the committee's codes)."""
+    dropouts = s.members - s.clustering.threshold(2)
+    d = math.ceil(s.n * dropouts / s.members)
+    return contributors_wanted(s.n, s.params.colluders_among_participants, d)
 
 
 def _inbox(
@@ -122,21 +139,23 @@ def _real_check(s: Setting, seed: int = 3) -> str:
         seeds = [expand_seed(seed, code.field.prime, length) for seed in c.seeds]
         return np.vstack([*seeds, c.derived])
 
+    k = contributors_of(s)
+    refs = dataclasses.replace(refs, contributors=tuple(range(s.n - k, s.n)))
     contributions = np.stack(
-        [expanded(zeros.contribute_seeded(length, rng)) for _ in range(s.n)], axis=1
-    )
+        [expanded(zeros.contribute_seeded(length, rng)) for _ in range(k)], axis=1
+    )  # (members, k, length)
     results = {
         j: checked_distances(
             code.field,
             dict(enumerate(shares[j])),
-            dict(enumerate(contributions[j])),
+            dict(zip(refs.zero_contributors, contributions[j], strict=True)),
             refs,
             challenge,
         )
         for j in range(s.members)
     }
     plain = {j: coded_distances(code.field, dict(enumerate(shares[j])), refs) for j in results}
-    got, _ = decode_distances(code, results, refs, spec, checked=refs.participants)
+    got, _ = decode_distances(code, results, refs, spec, checked=refs.zero_contributors)
     want, _ = decode_distances(code, plain, refs, spec)
     assert np.array_equal(got.point, want.point)
     assert np.array_equal(got.centre, want.centre)
@@ -144,7 +163,10 @@ def _real_check(s: Setting, seed: int = 3) -> str:
     real = np.round(np.clip(vectors, -spec.clip, spec.clip) * spec.scale) / spec.scale
     exact = plaintext_distances(list(real), refs)
     np.testing.assert_allclose(got.point, exact.point, rtol=1e-9)
-    return f"real run at N = {s.n}: decoded distances equal today's exactly and the plaintext"
+    return (
+        f"real run at N = {s.n} ({k} contributors): decoded distances equal today's exactly "
+        "and the plaintext"
+    )
 
 
 def measure(s: Setting, sample: int) -> dict[str, float]:
@@ -155,17 +177,20 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     bound = output_bound(s.n, 8)
     assert refs.result_length == bound
     length = contribution_length(s.n, 8)  # the outputs' bound and the offset check's mask
+    k = contributors_of(s)  # the member itself and k - 1 others contribute
     rng = DeterministicRandom(1)
     ring, senders, prompt_inbox = _inbox(s.n, r, prime, "sharing-prompt", 1)
     _, _, zero_inbox = _inbox(s.n, length, prime, "sharing-zero", 1)  # same member and senders
+    zero_senders, zero_inbox = senders[: k - 1], zero_inbox[: k - 1]
+    checked_refs = dataclasses.replace(refs, contributors=(*range(k - 1), s.n - 1))
     seed_inbox = [
         seal_share(
-            k.private,
+            key.private,
             ring.public_key(),
             rng.random_bytes(SEED_SIZE),
             context=ShareContext("bench", 1, "sharing-zero-seed", i, 0),
         )
-        for i, k in enumerate(senders)
+        for i, key in enumerate(zero_senders)
     ]
     uniform = {i: rng.field_elements(prime, r) for i in range(s.n)}
     own_zero = rng.field_elements(prime, length)  # the member's own contribution
@@ -179,9 +204,9 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     def after() -> None:  # a member that gets vectors
         opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
         opened[s.n - 1] = uniform[s.n - 1]
-        zeros = _open_all(ring, senders, zero_inbox, prime, length, "sharing-zero")
+        zeros = _open_all(ring, zero_senders, zero_inbox, prime, length, "sharing-zero")
         zeros[s.n - 1] = own_zero
-        checked_distances(code.field, opened, zeros, refs, challenge)
+        checked_distances(code.field, opened, zeros, checked_refs, challenge)
 
     def after_seeded() -> None:  # a member that gets seeds
         opened = _open_all(ring, senders, prompt_inbox, prime, r, "sharing-prompt")
@@ -190,7 +215,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
             i: expand_seed(
                 open_share(
                     ring,
-                    senders[i].public,
+                    zero_senders[i].public,
                     env,
                     context=ShareContext("bench", 1, "sharing-zero-seed", i, 0),
                 ),
@@ -200,7 +225,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
             for i, env in enumerate(seed_inbox)
         }
         zeros[s.n - 1] = own_zero
-        checked_distances(code.field, opened, zeros, refs, challenge)
+        checked_distances(code.field, opened, zeros, checked_refs, challenge)
 
     before()
     after()  # first runs fault in pages; then alternate, best of `sample`
@@ -210,7 +235,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
     member_seed = min(cpu(after_seeded) for _ in range(sample))
     member_after = max(member_vector, member_seed)
     case_before = make_case(s.n, "distance", bound, 0, seed=1)
-    case_after = make_case(s.n, "distance", bound + s.n, 0, seed=2)  # outputs + checks
+    case_after = make_case(s.n, "distance", bound + k, 0, seed=2)  # outputs + checks
     decode_before = min(
         cpu(lambda: case_before.code.decode(case_before.evaluations, degree=2))
         for _ in range(sample)
@@ -243,6 +268,7 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
         "c": s.members,
         "t": s.clustering.t,
         "outputs": bound,
+        "contributors": k,
         "member_before": member_before,
         "member_after": member_after,
         "member_vector": member_vector,
@@ -255,9 +281,10 @@ def measure(s: Setting, sample: int) -> dict[str, float]:
         "up_extra_mb": up_extra / 2**20,
         "up_unseeded_mb": s.members * zero_env / 2**20,
         "in_before_mb": (s.n - 1) * prompt_env / 2**20,
-        "in_extra_mb": (s.n - 1) * zero_env / 2**20,
-        "in_seed_mb": (s.n - 1) * seed_env / 2**20,
-        "round_extra_gb": s.n * up_extra / 2**30,
+        "in_extra_mb": (k - 1) * zero_env / 2**20,
+        "in_seed_mb": (k - 1) * seed_env / 2**20,
+        "round_extra_gb": k * up_extra / 2**30,
+        "round_everyone_gb": s.n * up_extra / 2**30,
         "round_unseeded_gb": s.n * s.members * zero_env / 2**30,
         # T + 1 contributors, each sending c - 2T values per output (2T from pairwise keys)
         "floor_gb": (s.clustering.t + 1)
@@ -280,18 +307,21 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         "",
         "Reference sets: 8 clusters and their 8 probes, so `result_length` equals the public "
         "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run; "
-        "after includes the offset check (each member appends `N` check values, "
+        "after adds the zero-sharings of the round's `K = T + 1 + D` contributors "
+        "(`coordinator.rounds.rerandomization.designate`; every participant before "
+        "2026-11-29) and the offset check (each member appends `K` check values, "
         "`crypto.rerandomize.offset_checks`, and the decode covers them).",
         "",
-        "| setting | N | c | T_c | outputs | member s before | member s after (vectors / "
+        "| setting | N | c | T_c | K | outputs | member s before | member s after (vectors / "
         "seeds) | decode s before | decode s after | stage s before | stage s after | ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, m in rows:
         stage_b = m["member_before"] + m["decode_before"]
         stage_a = m["member_after"] + m["decode_after"]
         lines.append(
-            f"| {s.label} | {s.n} | {s.members} | {m['t']:.0f} | {m['outputs']:,.0f} "
+            f"| {s.label} | {s.n} | {s.members} | {m['t']:.0f} | {m['contributors']:.0f} "
+            f"| {m['outputs']:,.0f} "
             f"| {m['member_before']:.3f} | {m['member_vector']:.3f} / {m['member_seed']:.3f} "
             f"| {m['decode_before']:.3f} "
             f"| {m['decode_after']:.3f} | {stage_b:.3f} | {stage_a:.3f} "
@@ -303,11 +333,12 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         "distance stage's critical path when members work in parallel, with the slower of a "
         "member that gets vectors and one that gets seeds (the first `2 T_c` code points).",
         "",
-        "Moved to the sharing stage (per participant, per round) and traffic:",
+        "Moved to the sharing stage (per contributor, per round) and traffic:",
         "",
         "| setting | seeded points | zero-sharing draw + seal s | MiB up/participant today "
-        "| + MiB up (no seeds) | MiB in/member today | + MiB in (vectors / seeds) "
-        "| + GiB per round through the coordinator (no seeds) | floor GiB |",
+        "| + MiB up/contributor (no seeds) | MiB in/member today | + MiB in (vectors / seeds) "
+        "| + GiB per round through the coordinator (every participant contributing; no seeds) "
+        "| floor GiB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, m in rows:
@@ -316,17 +347,20 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
             f"| {m['up_before_mb']:.2f} "
             f"| {m['up_extra_mb']:.2f} ({m['up_unseeded_mb']:.1f}) | {m['in_before_mb']:.2f} "
             f"| {m['in_extra_mb']:.1f} / {m['in_seed_mb']:.2f} "
-            f"| {m['round_extra_gb']:.2f} ({m['round_unseeded_gb']:.2f}) | {m['floor_gb']:.2f} |"
+            f"| {m['round_extra_gb']:.2f} ({m['round_everyone_gb']:.2f}; "
+            f"{m['round_unseeded_gb']:.2f}) | {m['floor_gb']:.2f} |"
         )
     lines += [
         "",
         '"floor": what any non-interactive zero-sharing that hides the outputs from T '
         "colluders must carry at least, `(T + 1)(c - 2T)` values per output (T + 1 "
         "contributors so that one is honest; each polynomial's other 2T values could come from "
-        "keys it shares with 2T members). The design measured here (every present participant "
-        "contributes, its 2T free values as seeds) carries `N (c - 2T)` values per output: the "
-        "floor's per-contributor cost, with N contributors instead of T + 1. Before seeds "
-        "(in parentheses) it carried `N c`.",
+        "keys it shares with 2T members). The design measured here (`K = T + 1 + D` "
+        "contributors, so that T + 1 remain after the tolerated dropouts; each sends its 2T "
+        "free values as seeds) carries `K (c - 2T)` values per output: the floor's "
+        "per-contributor cost, with K contributors instead of T + 1. With every present "
+        "participant contributing (before 2026-11-29) it carried `N (c - 2T)`, before seeds "
+        "`N c`.",
         "",
         *[f"- {note}" for note in notes],
         "",

@@ -326,7 +326,8 @@ def compute_result(
     (``distances`` or ``aggregation``) and its request digest, as the daemon does.
 
     ``zero_length``: the entries of a zero-sharing contribution, as the round's sharing task
-    gave them (the round's bound); None: the federation's bound.
+    gave them (the round's bound), when the distance task does not say
+    (``contribution_length``); None: the federation's bound.
 
     Picklable arguments (the raw X25519 private key, the parsed config), so that it can
     run in another process.
@@ -361,11 +362,15 @@ def compute_result(
         private_key=load_private_key(private_key),
         peers=peer_keys(the_task),
     )
-    if stage == "distances" and rerandomizes(config):  # as the daemon: every present zero
+    if stage == "distances" and rerandomizes(config):  # as the daemon: the contributors' zeros
         zeros = open_zero_contributions(
             received,
             prime=spec.prime,
-            length=zero_length or zero_sharing_length(params),
+            length=(
+                (the_task.distances.contribution_length if the_task.distances else None)
+                or zero_length
+                or zero_sharing_length(params)
+            ),
             federation_id=federation_id,
             index=index,
             private_key=load_private_key(private_key),

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from secfpp.coordinator.rounds.machine import Stage, next_stage
+from secfpp.coordinator.rounds.rerandomization import minimum_contributors
 from secfpp.coordinator.rounds.state import RoundState, refs_to_dict, step_to_dict
 from secfpp.crypto.aggregation import decode_cluster_mean
 from secfpp.crypto.clustering import ClusteringConfig, inherit_prompts, secpc_step
@@ -131,7 +132,10 @@ def close_sharing(
     or when distance-stage DP noise is on and fewer than
     :func:`~crypto.dp.distance.noisy_contributor_floor` (``T + m_min``) participants are
     present (participants would refuse the request, ``too_few_contributors``), the round has
-    no distance stage.
+    no distance stage. So has a round that named its zero-sharing contributors
+    (``state.zero_contributors``, :mod:`coordinator.rounds.rerandomization`) when fewer than
+    ``T + 1`` of them shared (participants would refuse it too); the request names the
+    others (``contributors``).
     """
     state = state.with_dropped(dropped, Stage.SHARING)
     present = sorted(sharers - {int(i) for i in state.dropped})
@@ -141,6 +145,9 @@ def close_sharing(
     noisy = config.dp.distance_noise_multiplier is not None
     excluded = set(state.distance_excluded)  # convicted by an earlier offset check
     eligible = [i for i in present if i not in excluded]
+    contributors = None  # every present participant, unless the round named them
+    if state.zero_contributors is not None:
+        contributors = [i for i in eligible if i in set(state.zero_contributors)]
     refs = (
         membership.reference_sets(
             eligible,
@@ -150,8 +157,14 @@ def close_sharing(
         )
         if state.clustering
         and not (noisy and len(eligible) < noisy_contributor_floor(config.crypto_params()))
+        and not (
+            contributors is not None
+            and len(contributors) < minimum_contributors(config.crypto_params())
+        )
         else None
     )
+    if refs is not None and contributors is not None:
+        refs = dataclasses.replace(refs, contributors=tuple(contributors))
     checked = refs is not None and config.crypto.rerandomize_distances and not noisy
     challenge = (rng or default_random()).random_bytes(CHALLENGE_SIZE).hex() if checked else None
     state = state.model_copy(

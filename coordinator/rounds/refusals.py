@@ -63,10 +63,13 @@ def accusation_quorum(config: FederationConfig) -> int:
 
 
 def computation_members(state: RoundState, stage: Stage) -> set[int]:
-    """Senders whose shares the stage's request uses (whom a refusal may blame)."""
+    """Senders whose shares (or zero-sharing contributions) the stage's request uses:
+    whom a refusal may blame."""
     if stage is Stage.DISTANCES:
         refs = state.refs_obj()
-        return set() if refs is None else {int(i) for i in refs.participants}
+        if refs is None:
+            return set()
+        return {int(i) for i in (*refs.participants, *refs.zero_contributors)}
     if stage is Stage.AGGREGATION:
         return {int(m) for _, members in state.sets() for m in members}
     return set()

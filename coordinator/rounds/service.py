@@ -21,7 +21,14 @@ from sqlalchemy.orm import Session
 
 from secfpp.coordinator.db.models import Federation, Participant, Round
 from secfpp.coordinator.errors import ProblemError
-from secfpp.coordinator.rounds import beacons, contributions, history, lifecycle, store
+from secfpp.coordinator.rounds import (
+    beacons,
+    contributions,
+    history,
+    lifecycle,
+    rerandomization,
+    store,
+)
 from secfpp.coordinator.rounds.driver import stage_deadline
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage
 from secfpp.coordinator.rounds.prompts import initial_prompt
@@ -138,12 +145,21 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         excluded = set(previous.distance_excluded) | set(previous.offset_failures)
     warm = store.count_published(session, federation.id) < config.rounds.warmup_rounds
     draw = _draw(session, config, federation.id, number, indices, now)
+    clustering = config.clustered and not warm
+    distance_excluded = sorted(excluded & set(indices))
     state = RoundState(
         membership=membership.to_dict(),
         generation=generation,
-        clustering=config.clustered and not warm,
+        clustering=clustering,
         participants=indices,
-        distance_excluded=sorted(excluded & set(indices)),
+        zero_contributors=rerandomization.designate(
+            config.crypto_params(), federation.id, number, indices, distance_excluded
+        )
+        if clustering
+        and config.crypto.rerandomize_distances
+        and config.dp.distance_noise_multiplier is None
+        else None,
+        distance_excluded=distance_excluded,
         committee=draw.committee,
         beacon=draw.beacon,
         coordinator_beacon=draw.coordinator_beacon,

@@ -20,18 +20,23 @@ __all__ = ["RoundState", "refs_from_dict", "refs_to_dict", "step_from_dict", "st
 
 
 def refs_to_dict(refs: ReferenceSets) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "participants": list(refs.participants),
         "clusters": [[c, list(m)] for c, m in refs.clusters],
         "probes": [[c, list(m)] for c, m in refs.probes],
     }
+    if refs.contributors is not None:
+        out["contributors"] = list(refs.contributors)
+    return out
 
 
 def refs_from_dict(data: dict[str, Any]) -> ReferenceSets:
+    contributors = data.get("contributors")
     return ReferenceSets(
         participants=tuple(int(i) for i in data["participants"]),
         clusters=tuple((int(c), tuple(int(i) for i in m)) for c, m in data["clusters"]),
         probes=tuple((int(c), tuple(int(i) for i in m)) for c, m in data.get("probes", [])),
+        contributors=None if contributors is None else tuple(int(i) for i in contributors),
     )
 
 
@@ -85,6 +90,11 @@ class RoundState(BaseModel):
     no longer enter the distances. Carried from round to round (set at start)."""
     participants: list[int]
     """LCC indices expected to take part (enrolled and not revoked at the start)."""
+    zero_contributors: list[int] | None = None
+    """Participants asked for a zero-sharing contribution this round (sorted; federations
+    that re-randomize distances without distance-stage noise, clustering rounds;
+    ``coordinator.rounds.rerandomization.designate``). None: every participant is asked
+    (rounds of earlier releases, noisy ones) or nobody (no re-randomization)."""
     dropped: dict[str, str] = {}
     """Participant index -> the stage it missed (or refused); out for the round."""
     committee: list[int] | None = None
@@ -146,9 +156,15 @@ class RoundState(BaseModel):
 
     def distance_checks(self) -> list[int]:
         """The contributors whose offset-check values follow a distance result's outputs
-        (the request's participants when it carries a challenge, else none)."""
+        (the request's :attr:`~crypto.secpc.ReferenceSets.zero_contributors` when it
+        carries a challenge, else none)."""
         refs = self.refs_obj()
-        return [] if refs is None or self.challenge is None else list(refs.participants)
+        return [] if refs is None or self.challenge is None else list(refs.zero_contributors)
+
+    def contributes(self, index: int) -> bool:
+        """Whether participant ``index`` is asked for a zero-sharing contribution (when
+        the round's federation re-randomizes)."""
+        return self.zero_contributors is None or index in self.zero_contributors
 
     def distance_result_length(self) -> int:
         """Values in one distance upload: the outputs, then the offset checks."""

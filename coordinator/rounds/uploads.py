@@ -104,7 +104,7 @@ def accept_shares(
     state = RoundState.model_validate(rnd.state)
     me = participant.lcc_index
     _check_member(state, me, Stage.SHARING)
-    specs = envelope_specs(config, state)
+    specs = envelope_specs(config, state, me)
     sizes = {s.kind: s.envelope_length for s in specs}
     recipients = set(state.share_recipients())
     wanted = kind_recipients(config, state, specs)

@@ -102,8 +102,12 @@ def zero_sharing_length(config: FederationConfig, state: RoundState) -> int:
     )
 
 
-def envelope_specs(config: FederationConfig, state: RoundState) -> list[EnvelopeSpec]:
-    """The envelopes each participant sends every recipient in a round's sharing stage."""
+def envelope_specs(
+    config: FederationConfig, state: RoundState, sharer: int | None = None
+) -> list[EnvelopeSpec]:
+    """The envelopes participant ``sharer`` sends every recipient in a round's sharing
+    stage: zero-sharing kinds only when the round asks it to contribute
+    (:meth:`RoundState.contributes`; ``sharer`` None: a contributor's)."""
     c = config.crypto
     clustering = state.clustering
     kinds = [
@@ -119,7 +123,8 @@ def envelope_specs(config: FederationConfig, state: RoundState) -> list[Envelope
             0,
             ("prompt", c.clustering_field.prime, c.reduced_dim, config.prompt_share_length()),
         )
-        if c.rerandomize_distances:  # zero-sharings (crypto/rerandomize.py), one per recipient
+        if c.rerandomize_distances and (sharer is None or state.contributes(sharer)):
+            # zero-sharings (crypto/rerandomize.py), one per recipient
             # the round's bound on the outputs and the offset check's mask
             length = zero_sharing_length(config, state)
             kinds.insert(1, ("zero", c.clustering_field.prime, length, length))
@@ -385,7 +390,7 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     if stage is Stage.SHARING:
         update["sharing"] = SharingTask(
             recipients=state.share_recipients(),
-            envelopes=envelope_specs(config, state),
+            envelopes=envelope_specs(config, state, me),
         )
         update["action"] = "wait" if uploaded else "share"
         if not uploaded:  # only training needs it: n_ctx * dim floats on every poll is heavy
@@ -405,6 +410,10 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             prime=config.crypto.clustering_field.prime,
             beacon=probe_beacon(state),
             challenge=state.challenge,
+            contributors=None if refs.contributors is None else list(refs.contributors),
+            contribution_length=None
+            if refs.contributors is None
+            else zero_sharing_length(config, state),
         )
         update["action"] = "wait" if uploaded else "compute_distances"
     else:
@@ -576,6 +585,7 @@ def round_status(session: Session, rnd: Round, config: FederationConfig) -> Roun
         offset_failures=state.offset_failures,
         distance_excluded=state.distance_excluded,
         committee=state.committee,
+        zero_contributors=state.zero_contributors,
         distances=state.distances if config.operators_see_distances else None,
         metrics=round_metrics(session, rnd.id),
         events=[

@@ -28,26 +28,26 @@ class FieldSpecModel(_Frozen):
 
 
 _RERANDOMIZE = (
-    "Re-randomize the decoded distance polynomial (docs/protocol.md section 4): each "
-    "participant also sends every recipient a sealed zero-sharing sized by N * 2 max_clusters "
-    "+ max_clusters (max_clusters - 1) / 2 elements (a 32-byte seed to the recipients at the "
-    "code's first 2 T_c points), so the coordinator sees only the distances, not the rest of "
-    "the degree-2 polynomial. Costs sharing traffic: about +0.05 GiB per round at N = 100, "
-    "+11.4 GiB at N = 1,000."
+    "Re-randomize the decoded distance polynomial (docs/protocol.md section 4): each round's "
+    "T + 1 + D contributors also send every recipient a sealed zero-sharing of at most "
+    "N * 2 max_clusters + max_clusters (max_clusters - 1) / 2 elements (a 32-byte seed to the "
+    "recipients at the code's first 2 T_c points), so the coordinator sees only the "
+    "distances, not the rest of the degree-2 polynomial. Costs sharing traffic at the worst "
+    "case (8 clusters): about +0.03 GiB per round at N = 100, +5.7 GiB at N = 1,000."
 )
 
 AUTO_RERANDOMIZE_MAX_BYTES = 4 * 2**20
-"""The most a participant's sharing upload may grow for re-randomization to be on by default
+"""The most a contributor's sharing upload may grow for re-randomization to be on by default
 (a quarter of the coordinator's default ``max_body_bytes``). With the default
 ``max_clusters`` = 8, the automatic sharing mode and seeded contributions that is every
 federation up to N = 495: all-to-all up to N = 128 (0.76 MiB at 128), then with a committee
-(0.35 MiB at N = 129, c = 86; 3.95 MiB at N = 495, c = 259; 1.9 GiB through the coordinator
-per round there)."""
+(0.35 MiB at N = 129, c = 86; 3.95 MiB at N = 495, c = 259)."""
 
 
 def zero_sharing_upload_bytes(params: CryptoParams) -> int:
-    """Bytes the zero-sharings add to one participant's sharing upload, without the envelopes'
-    headers: a 32-byte seed to each recipient at the code's first
+    """Bytes the zero-sharing adds to one contributor's sharing upload (a round asks
+    ``T + 1 + D`` participants, ``coordinator.rounds.rerandomization``), without the
+    envelopes' headers: a 32-byte seed to each recipient at the code's first
     :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` points and a vector of
     :func:`~crypto.rerandomize.contribution_length` clustering-field elements (the outputs'
     bound and the offset check's mask) to each other one (of
@@ -64,12 +64,12 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
 
 def rerandomize_by_default(params: CryptoParams) -> bool:
     """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: when the
-    zero-sharings add at most :data:`AUTO_RERANDOMIZE_MAX_BYTES` to a participant's upload,
+    zero-sharing adds at most :data:`AUTO_RERANDOMIZE_MAX_BYTES` to a contributor's upload,
     all-to-all or with a committee alike (0.47 MiB at N = 100, 0.76 MiB at N = 128, 3.95 MiB
     at N = 495 with its committee of 259). Above that it stays off: with a committee of ``c``
-    the ``N (c - 2 T_c)`` vectors of ``N * 2 max_clusters + ...`` values grow as ``N^2 c``
-    (+11.6 MiB per participant, +11.4 GiB per round through the coordinator at N = 1,000,
-    docs/protocol.md section 4)."""
+    a contributor's ``c - 2 T_c`` vectors of ``N * 2 max_clusters + ...`` values grow as
+    ``N c`` (+11.6 MiB per contributor at N = 1,000; 5.7 GiB per round through the
+    coordinator from its 500 contributors, docs/protocol.md section 4)."""
     return zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
 
 
@@ -188,7 +188,7 @@ class Tolerance(_Frozen):
         default=None,
         strict=True,
         description=_RERANDOMIZE
-        + " Null (default): on while it adds at most 4 MiB to a participant's upload, "
+        + " Null (default): on while it adds at most 4 MiB to a contributor's upload, "
         "all-to-all or with a committee (at max_clusters = 8 and the automatic committee: "
         "every federation up to N = 495), off above.",
     )

@@ -284,9 +284,28 @@ class DistanceTask(WireModel):
         description="The offset check's challenge (hex, 32 bytes), drawn by the coordinator "
         "after every zero-sharing contribution was sealed (federations that re-randomize "
         "distances without distance-stage noise). When present, the uploaded result vector "
-        "holds result_length values followed by one check value per entry of participants, "
-        "in that order (crypto.rerandomize.checked_distances), and the request digest binds "
+        "holds result_length values followed by one check value per contributor (the "
+        "entries of contributors, or of participants when contributors is null), in that "
+        "order (crypto.rerandomize.checked_distances), and the request digest binds "
         "it. Null: result_length values only.",
+    )
+    contributors: list[int] | None = Field(
+        default=None,
+        description="Federations that re-randomize distances: the participants whose "
+        "zero-sharing contributions every recipient adds to its results, sorted: at least "
+        "T + 1 participants who shared this round (T the colluders among all participants, "
+        "crypto.rerandomize.contributor_floor); a participant refuses fewer "
+        "(too_few_contributors) and refuses when one of them did not reach it "
+        "(missing_share). The request digest binds it. Null: every participant contributes "
+        "(coordinators before 2026-11-29, and every request with distance-stage noise).",
+    )
+    contribution_length: int | None = Field(
+        default=None,
+        ge=1,
+        description="With contributors: the entries of each zero-sharing contribution this "
+        "round (the vector_length of the contributors' zero envelopes), so that a member "
+        "that was not asked to contribute opens the others' at that length. Null: the "
+        "vector_length of this participant's own sharing task.",
     )
 
 
@@ -655,6 +674,13 @@ class RoundStatus(WireModel):
         default=None,
         description="Committee rounds: the members participants share to and who compute "
         "(docs/protocol.md section 11); null when every participant is one.",
+    )
+    zero_contributors: list[int] | None = Field(
+        default=None,
+        description="Participants this round asked for a zero-sharing contribution that "
+        "re-randomizes the distances (T + 1 + D of them, a different subset each round, "
+        "docs/protocol.md section 4, 'Who contributes'); null when every participant is "
+        "asked (distance-stage noise) or the round does not re-randomize.",
     )
     distances: dict[str, Any] | None = Field(
         description="Decoded D and E (squared distances); only if operators_see_distances."

@@ -1,8 +1,9 @@
 """Committee rounds with ``rerandomize_distances``: the real app and production engines.
 
-``N = 12`` participants share to a committee of ``c = 7`` (conftest); every participant also
-seals its zero-sharing to the 7 members, members add every present participant's
-contribution, and the coordinator's decode still equals the exact integer reference.
+``N = 12`` participants share to a committee of ``c = 7`` (conftest); the round's ``T + 1 + D``
+contributors also seal their zero-sharing to the 7 members, members add every named
+contributor's contribution, and the coordinator's decode still equals the exact integer
+reference.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from secfpp.coordinator.rounds.rerandomization import sharing_dropouts
 from secfpp.crypto.rerandomize import ZeroSharing
 from tests.committee.test_rounds import envelope_rows, exact_point_distances
 
@@ -25,8 +27,16 @@ def test_rerandomized_committee_rounds_decode_exactly(
     assert f.federation["config"]["crypto"]["rerandomize_distances"] is True
     number = f.start_round()
     members = f.task(0)["committee"]["members"]
-    kinds = [s["kind"] for s in f.task(0)["sharing"]["envelopes"]]
-    assert kinds == ["prompt", "zero", "zero-seed", "update"]
+    contributors = f.status(number)["zero_contributors"]
+    # T = 3 colluders among the 12 participants and D = ceil(12 f) sharing dropouts
+    assert len(contributors) == params.colluders_among_participants + 1 + sharing_dropouts(
+        params, kit.N
+    )
+    assert len(contributors) < kit.N
+    for i in range(kit.N):  # only the round's contributors are asked for a zero-sharing
+        kinds = [s["kind"] for s in f.task(i)["sharing"]["envelopes"]]
+        asked = ["prompt", "zero", "zero-seed", "update"] if i in contributors else None
+        assert kinds == (asked or ["prompt", "update"])
     seen: dict[str, Any] = {}
 
     def watch(stage: str, n: int) -> None:
@@ -38,16 +48,17 @@ def test_rerandomized_committee_rounds_decode_exactly(
     assert status["stage"] == "published", status["failure_reason"]
     assert status["uploads"]["distances"] == members
     assert status["rejected"] == {"distances": [], "aggregation": []}
-    rows = envelope_rows(db_url)  # N * c * 3 kinds, addressed to members only
-    assert len(rows) == kit.N * kit.C * 3
-    # every sender reaches every member once: as a seed at the committee code's first
+    assert seen["distances"]["contributors"] == contributors
+    rows = envelope_rows(db_url)  # (N + contributors) * c: addressed to members only
+    assert len(rows) == (kit.N * 2 + len(contributors)) * kit.C
+    # every contributor reaches every member once: as a seed at the committee code's first
     # seeded_points points, as a vector at the others (crypto/rerandomize.py)
     seeded = ZeroSharing(params.clustering_lcc()).seeded_points
     assert 0 < seeded < kit.C
     zero = {(s, r) for s, r, k in rows if k == "zero"}
     seeds = {(s, r) for s, r, k in rows if k == "zero-seed"}
-    assert seeds == {(s, r) for s in range(kit.N) for r in sorted(members)[:seeded]}
-    assert zero == {(s, r) for s in range(kit.N) for r in sorted(members)[seeded:]}
+    assert seeds == {(s, r) for s in contributors for r in sorted(members)[:seeded]}
+    assert zero == {(s, r) for s in contributors for r in sorted(members)[seeded:]}
     point = np.asarray(status["distances"]["point"])
     np.testing.assert_array_equal(
         point, exact_point_distances(kit, params, number, seen["distances"])

@@ -176,12 +176,15 @@ def test_committee_rounds_decode_exactly_and_only_members_compute(
     assert status["uploads"]["distances"] == members
     assert status["uploads"]["aggregation"] == members
     assert status["rejected"] == {"distances": [], "aggregation": []}
-    # N * c * 3 kinds (prompt, update and the zero-sharing, as a seed or a vector: a default
-    # committee federation of this size re-randomizes its distances), to members only
+    # N * c * 2 kinds (prompt, update) and a zero-sharing (as a seed or a vector) from each
+    # of the round's contributors (a default committee federation of this size
+    # re-randomizes its distances), to members only
     rows = envelope_rows(db_url)
     assert f.federation["config"]["crypto"]["rerandomize_distances"] is True
     assert {k for _, _, k in rows} == {"prompt", "update", "zero", "zero-seed"}
-    assert len(rows) == kit.N * kit.C * 3
+    contributors = status["zero_contributors"]
+    assert len(rows) == (kit.N * 2 + len(contributors)) * kit.C
+    assert {s for s, _, k in rows if k.startswith("zero")} == set(contributors)
     assert {r for _, r, _ in rows} == set(members)
     assert {s for s, _, _ in rows} == set(range(kit.N))
     # Agreement among members only: each member attested to the c - 1 others, per stage.

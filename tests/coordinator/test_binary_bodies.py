@@ -16,6 +16,7 @@ import pytest
 
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.wire import pack_envelopes, pack_inbox, unpack_envelopes, unpack_inbox
+from tests.support.common import ADMIN
 
 OCTETS = {"Content-Type": "application/octet-stream"}
 SHARES = "/v1/participants/me/rounds/{number}/shares"
@@ -232,8 +233,10 @@ def test_binary_inbox_holds_the_json_inbox(harness: Any) -> None:
     assert records == [
         (e["sender"], e["kind"], base64.b64decode(e["ciphertext"])) for e in doc["envelopes"]
     ]
-    # prompt, zero-sharing (re-randomization, on by default at N = 8) and update from every sender
-    assert len(records) == 3 * len(harness.sims)
+    # prompt and update from every sender, and a zero-sharing (re-randomization, on by default
+    # at N = 8) from each of the round's contributors
+    status = harness.client.get(f"/v1/federations/{harness.id}/rounds/1", headers=ADMIN).json()
+    assert len(records) == 2 * len(harness.sims) + len(status["zero_contributors"])
     # problems stay JSON problem documents
     r = harness.client.get(
         f"/v1/participants/{harness.sims[0].participant_id}/rounds/1/inbox",

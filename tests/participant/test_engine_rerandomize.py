@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from secfpp.coordinator.rounds.rerandomization import sharing_dropouts
 from secfpp.crypto.rerandomize import SEED_SIZE
 from secfpp.crypto.transport import ENVELOPE_OVERHEAD
+from secfpp.federation import FederationConfig
 from secfpp.participant import engine as engine_module
 from secfpp.participant import protocol
 from tests.participant.test_engine import ADMIN, N, drive, http, make_engines
@@ -33,36 +35,49 @@ def test_rerandomized_rounds_publish_and_find_the_groups(
     fid, engines = make_engines(http, tmp_path, rerandomize_distances=True)
     config = http.get(f"/v1/federations/{fid}", headers=ADMIN).json()["config"]
     assert config["crypto"]["rerandomize_distances"] is True
+    params = FederationConfig.model_validate(config).crypto_params()
     lengths = []
+    rounds: list[tuple[int, ...]] = []
     for _ in range(2):
         number = drive(http, fid, engines)
         status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
         assert status["stage"] == "published", status["failure_reason"]
         c = len(status["clusters"])  # the clusters the round started with
+        # N = 8, T = 1, D = 3: T + 1 + D = 5 contributors, a different subset each round
+        contributors = status["zero_contributors"]
+        assert (params.colluders_among_participants, sharing_dropouts(params, N)) == (1, 3)
+        assert len(contributors) == 5
+        assert set(contributors) < set(range(N))
+        rounds.append(tuple(contributors))
+        length = N * 2 * c + c * (c - 1) // 2 + 1
         for engine in engines:
             specs = engine.progress(number)["sharing_specs"]
+            if engine.index not in contributors:  # asked for no zero-sharing
+                assert [s["kind"] for s in specs] == ["prompt", "update"]
+                continue
             assert [s["kind"] for s in specs] == ["prompt", "zero", "zero-seed", "update"]
             zero, seed = specs[1], specs[2]
             assert zero["context_stage"] == "sharing-zero"
             # the round's bound (N rows, c clusters and a probe each, their pairs) + the mask,
             # not the federation's N * 2 * 8 + 28 + 1 = 157
-            assert (
-                zero["vector_length"] == seed["vector_length"] == N * 2 * c + c * (c - 1) // 2 + 1
-            )
+            assert zero["vector_length"] == seed["vector_length"] == length
             lengths.append(zero["vector_length"])
             assert seed["context_stage"] == "sharing-zero-seed"
             assert seed["envelope_length"] == ENVELOPE_OVERHEAD + SEED_SIZE  # 61 bytes, not 1,301
         # N = 8, T_c = 2: the recipients at points 0..3 get seeds, 4..7 vectors
-        body = engines[0].state.read_object(engines[0]._path(number, "shares.json"))
+        sender = engines[contributors[0]]
+        body = sender.state.read_object(sender._path(number, "shares.json"))
         kinds = {(e["recipient"], e["kind"]) for e in body["envelopes"]} - {
             (j, k) for j in range(N) for k in ("prompt", "update")
         }
         assert kinds == {(j, "zero-seed") for j in range(4)} | {(j, "zero") for j in range(4, N)}
+        # every member added exactly the contributors' zero-sharings
+        assert set(added[-N:]) == {tuple(contributors)}
     clusters = sorted(sorted(c["members"]) for c in status["next_clusters"])
     assert clusters == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert set(lengths) <= {17, 34}  # one cluster: 16 outputs; two: 32 and their pair
-    assert len(added) == 2 * N  # every member, both rounds, with every sender's contribution
-    assert set(added) == {tuple(range(N))}
+    assert len(added) == 2 * N  # every member, both rounds
+    assert rounds[0] != rounds[1]  # the load rotates
 
 
 def test_default_federation_rerandomizes(http: TestClient, tmp_path: Path) -> None:
@@ -104,16 +119,19 @@ class _Offset:
 def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
     http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """docs/protocol.md section 4, "Offset check": participant 5 seals zero-sharings whose
+    """docs/protocol.md section 4, "Offset check": a contributor seals zero-sharings whose
     polynomials are not zero at the data point (every decoded distance would move by its
     offset, and the results are still a codeword). The round names it, keeps no shifted
     distance and still publishes; the next round leaves it out of its distances (it keeps
     cheating, to no effect) and clusters the others."""
-    cheater = 5
+    chosen: list[int] = []  # the first participant asked for a zero-sharing cheats
     real_share_body = engine_module.share_body
 
     def cheating(task: Any, **kw: Any) -> Any:
-        if kw["index"] == cheater and cheating.on:  # type: ignore[attr-defined]
+        asked_zero = any(spec.kind == "zero" for spec in task.sharing.envelopes)
+        if asked_zero and not chosen:
+            chosen.append(kw["index"])
+        if asked_zero and kw["index"] == chosen[0] and cheating.on:  # type: ignore[attr-defined]
             kw["distance_noise"] = _Offset(10**6)
         return real_share_body(task, **kw)
 
@@ -132,6 +150,8 @@ def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
     number = drive(http, fid, engines)
     status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
     assert status["stage"] == "published", status["failure_reason"]
+    (cheater,) = chosen
+    assert cheater in status["zero_contributors"]
     assert status["offset_failures"] == [cheater]
     assert status["next_clusters"] is None  # no clustering step on shifted distances
     assert status["rejected"]["distances"] == []  # the results were a codeword
@@ -143,6 +163,7 @@ def test_a_contribution_that_does_not_vanish_is_named_and_shifts_nothing(
     status = http.get(f"/v1/federations/{fid}/rounds/{number}", headers=ADMIN).json()
     assert status["stage"] == "published", status["failure_reason"]
     assert status["distance_excluded"] == [cheater]
+    assert cheater not in status["zero_contributors"]  # no longer asked to contribute
     assert status["offset_failures"] == []  # its contribution is no longer added
     assert status["next_clusters"] is not None
     assert status["present"] == list(range(N))  # it still shares and is aggregated

@@ -25,6 +25,7 @@ from secfpp.crypto.refusal import (
     aggregation_request_digest,
     check_aggregation_request,
     check_distance_request,
+    check_zero_contributors,
     distance_request_digest,
 )
 from secfpp.crypto.rerandomize import (
@@ -270,11 +271,15 @@ class SimParticipant:
             return bytes(self.sent[(number, "distances")])
         assert self.config is not None
         d = task["distances"]
+        named = d.get("contributors")
         refs = ReferenceSets(
             participants=tuple(d["participants"]),
             clusters=tuple((c["cluster"], tuple(c["members"])) for c in d["clusters"]),
             probes=tuple((c["cluster"], tuple(c["members"])) for c in d["probes"]),
+            contributors=None if named is None else tuple(named),
         )
+        if d.get("contribution_length") is not None:  # also when not asked to contribute
+            self.zero_lengths[number] = int(d["contribution_length"])
         shares = self.open_inbox(number, "prompt")
         params = self.config.crypto_params()
         check_distance_request(
@@ -296,8 +301,13 @@ class SimParticipant:
             self.federation_id, number, refs, challenge=challenge
         )
         field_ = params.clustering_field.field
-        if self.config.crypto.rerandomize_distances:  # every present participant's zeros
+        if self.config.crypto.rerandomize_distances:  # the request's contributors' zeros
             zeros = self.open_inbox(number, "zero")
+            check_zero_contributors(  # as the daemon checks them
+                refs,
+                have_contributions_from=zeros,
+                colluders=params.colluders_among_participants,
+            )
             if challenge is not None:  # outputs, then the offset checks
                 values = checked_distances(field_, shares, zeros, refs, bytes.fromhex(challenge))
             else:
@@ -373,10 +383,17 @@ class FederationHarness(federations.AdminRounds):
         """Every participant not in ``skip`` performs its current task once."""
         return [sim.step() for sim in self.sims if sim.index not in skip]
 
-    def run_round(self, skip: dict[str, set[int]] | None = None) -> int:
-        """Start a round and drive it to the end; ``skip[stage]`` stay silent in it."""
+    def run_round(
+        self,
+        skip: dict[str, set[int]] | None = None,
+        on_start: Callable[[int], None] | None = None,
+    ) -> int:
+        """Start a round and drive it to the end; ``skip[stage]`` stay silent in it;
+        ``on_start(number)`` runs once the round started, before anybody acts."""
         skip = skip or {}
         number = self.start_round()
+        if on_start is not None:
+            on_start(number)
         for _ in range(6):
             stage = self.stage(number)
             if stage in ("published", "failed", "aborted"):
