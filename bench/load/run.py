@@ -319,6 +319,33 @@ async def _sharing_task(member: LoadMember, number: int, timeout: float) -> dict
         await asyncio.sleep(0.2)
 
 
+async def _sharing_tasks(
+    admin: httpx.AsyncClient,
+    fid: str,
+    members: list[LoadMember],
+    number: int,
+    timeout: float,
+) -> dict[int, dict[str, Any]]:
+    """Every member's sharing task of round ``number`` (by index), read once per kind
+    (unmeasured): alike except that only the round's zero-sharing contributors
+    (``zero_contributors`` of the round status, docs/protocol.md section 4) are asked for
+    ``zero`` envelopes, so one contributor's and one other member's task stand for all."""
+    r = await admin.get(f"/v1/federations/{fid}/rounds/{number}")
+    r.raise_for_status()
+    named = r.json().get("zero_contributors")
+    if named is None:  # every member alike
+        task = await _sharing_task(members[0], number, timeout)
+        return {m.index: task for m in members}
+    chosen = set(named)
+    out: dict[int, dict[str, Any]] = {}
+    for asked in (True, False):
+        group = [m for m in members if (m.index in chosen) == asked]
+        if group:
+            task = await _sharing_task(group[0], number, timeout)
+            out.update({m.index: task for m in group})
+    return out
+
+
 def _absorption(
     members: list[LoadMember], number: int, events: list[dict[str, Any]]
 ) -> dict[str, float]:
@@ -412,11 +439,11 @@ async def _run(
         for number in range(1, args.rounds + 1):
             r = await admin.post(f"/v1/federations/{fid}/rounds")
             r.raise_for_status()
-            task = await _sharing_task(members[0], number, args.round_timeout)
+            tasks = await _sharing_tasks(admin, fid, members, number, args.round_timeout)
             start = time.perf_counter()
             bodies = await asyncio.gather(
                 *(
-                    loop.run_in_executor(pool, prepare_body, *m.body_args(number, task))
+                    loop.run_in_executor(pool, prepare_body, *m.body_args(number, tasks[m.index]))
                     for m in members
                 )
             )
@@ -427,7 +454,7 @@ async def _run(
                 trains = training_times(len(members), args.train_median, args.train_sigma, rng)
                 firsts = [rng.uniform(0, poll_interval_s(args)) for _ in members]
             for member, body, train_s in zip(members, bodies, trains, strict=True):
-                member.keep(number, task, body, train_s)
+                member.keep(number, tasks[member.index], body, train_s)
             del bodies
             prepared_s = time.perf_counter() - start
             start = time.perf_counter()

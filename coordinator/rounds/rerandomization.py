@@ -10,8 +10,11 @@ refuse a request naming fewer) at ``(T + 1 + D) / N`` of the traffic.
 
 Which participants: a different subset each round, so that no participant carries the
 extra upload round after round: the ``K`` eligible participants with the smallest
-``SHA-256(federation | round | index)``. The choice is not a secret and needs no
-unpredictability: privacy rests on the count recipients check, not on who is asked.
+``SHA-256("secfpp-zero-contributors" | round | index)``. The choice is not a secret and needs no
+unpredictability: privacy rests on the count recipients check, not on who is asked. It does
+not depend on the federation either, so a federation that is re-run (or resumed after a
+crash) asks the same participants, and their random draws, hence their stochastic rounding,
+repeat.
 Participants an earlier offset check named (``distance_excluded``) are never asked.
 """
 
@@ -36,14 +39,13 @@ def sharing_dropouts(params: CryptoParams, n: int) -> int:
 
 def designate(
     params: CryptoParams,
-    federation_id: str,
     number: int,
     participants: Sequence[int],
     excluded: Sequence[int] = (),
 ) -> list[int]:
     """The participants round ``number`` asks for a zero-sharing contribution, sorted:
     :func:`~crypto.rerandomize.contributors_wanted` of the ``participants`` not in
-    ``excluded``, ranked by ``SHA-256(federation | round | index)``.
+    ``excluded``, ranked by ``SHA-256("secfpp-zero-contributors" | round | index)``.
 
     Every eligible participant when there are at most ``T + 1 + D`` of them (small
     federations, where the subset would save nothing).
@@ -57,7 +59,7 @@ def designate(
         return sorted(eligible)
 
     def rank(index: int) -> bytes:
-        return hashlib.sha256(f"{federation_id}|{number}|{index}".encode()).digest()
+        return hashlib.sha256(f"secfpp-zero-contributors|{number}|{index}".encode()).digest()
 
     return sorted(sorted(eligible, key=rank)[:k])
 

@@ -153,7 +153,7 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         clustering=clustering,
         participants=indices,
         zero_contributors=rerandomization.designate(
-            config.crypto_params(), federation.id, number, indices, distance_excluded
+            config.crypto_params(), number, indices, distance_excluded
         )
         if clustering
         and config.crypto.rerandomize_distances
