@@ -496,6 +496,11 @@ async def _run(
                         for e in status.get("events", [])
                         if e["kind"] == "transition"
                     ],
+                    "stage_times": [  # when each stage began (with the slowest requests' at)
+                        [e["to_stage"], e["created_at"]]
+                        for e in status.get("events", [])
+                        if e.get("to_stage")
+                    ],
                 }
             )
             print(

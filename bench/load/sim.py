@@ -68,11 +68,13 @@ BINARY_INBOX = {"Accept": "application/octet-stream"}
 
 @dataclass(frozen=True)
 class Sample:
-    """One request: endpoint label, HTTP status, seconds from send to full response."""
+    """One request: endpoint label, HTTP status, seconds from send to full response, and
+    when it was sent (Unix time: where in the round the slowest requests fall)."""
 
     endpoint: str
     status: int
     seconds: float
+    at: float = 0.0
 
 
 @dataclass
@@ -125,17 +127,17 @@ class LoadMember:
         """
         all_headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         while True:
-            start = time.perf_counter()
+            start, sent = time.perf_counter(), time.time()
             try:
                 response = await self.http.request(
                     method, path, headers=all_headers, content=content
                 )
             except ConnectionError:
-                self.samples.append(Sample(endpoint, 0, time.perf_counter() - start))
+                self.samples.append(Sample(endpoint, 0, time.perf_counter() - start, sent))
                 await asyncio.sleep(0.1)
                 continue
             elapsed = time.perf_counter() - start
-            self.samples.append(Sample(endpoint, response.status_code, elapsed))
+            self.samples.append(Sample(endpoint, response.status_code, elapsed, sent))
             if response.status_code not in RETRY_STATUSES:
                 return response
             wait = retry_after_seconds(response.headers.get("retry-after"))

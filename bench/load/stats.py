@@ -89,12 +89,18 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def summarize(samples: list[Sample]) -> dict[str, Any]:
-    """Latency percentiles per endpoint and overall (answered requests), and the counts of
-    5xx answers and of transport errors (status 0, sent again)."""
+def summarize(samples: list[Sample], slowest: int = 20) -> dict[str, Any]:
+    """Latency percentiles per endpoint and overall (answered requests), the counts of
+    5xx answers and of transport errors (status 0, sent again), and the ``slowest``
+    answered requests with when they were sent (Unix time)."""
     answered = [s for s in samples if s.status]
     endpoints = sorted({s.endpoint for s in answered})
+    worst = sorted(answered, key=lambda s: s.seconds, reverse=True)[:slowest]
     return {
+        "slowest": [
+            {"endpoint": s.endpoint, "seconds": round(s.seconds, 3), "at": round(s.at, 3)}
+            for s in worst
+        ],
         "overall": _percentiles([s.seconds for s in answered]),
         "endpoints": {
             e: _percentiles([s.seconds for s in answered if s.endpoint == e]) for e in endpoints

@@ -103,6 +103,14 @@ def test_summary_percentiles_and_error_counts() -> None:
     assert task["p95"] == pytest.approx(0.9505)
     assert task["max"] == 1.0
     assert got["overall"]["max"] == 2.0
+    # the slowest answered requests, slowest first, with when they were sent
+    samples.append(Sample("inbox", 200, 1.5, at=1_700_000_000.25))
+    slow = summarize(samples, slowest=3)["slowest"]
+    assert slow == [
+        {"endpoint": "shares", "seconds": 2.0, "at": 0.0},
+        {"endpoint": "inbox", "seconds": 1.5, "at": 1_700_000_000.25},
+        {"endpoint": "task", "seconds": 1.0, "at": 0.0},
+    ]
 
 
 @pytest.mark.parametrize(
