@@ -69,6 +69,16 @@ class Settings(BaseSettings):
         "to a participant with no upload due, so that the polling load "
         "stays flat as a federation grows (1,000 participants: one poll each 10 s).",
     )
+    outcome_rate: float = Field(
+        default=25.0,
+        gt=0,
+        le=1_000_000,
+        description="Participants per second that should fetch a published round's outcome "
+        "(and report their metrics): a federation of N above this rate spreads them over "
+        "N / outcome_rate seconds after the round is published, each participant at its "
+        "own slot (the task's outcome_after_s), instead of all within one poll interval "
+        "(at N = 1,000 and the defaults: over 40 s). At or below it nobody waits.",
+    )
     enrollment_token_ttl_s: int = Field(
         default=7 * 24 * 3600, ge=1, le=365 * 24 * 3600, description="At most a year."
     )

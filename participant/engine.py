@@ -266,6 +266,8 @@ class Engine:
             self.contributions.on_task(task)
         action = task.action
         if task.round is not None and task.stage in ENDED:
+            if task.outcome_after_s > 0:  # its slot in the end-of-round spread comes later
+                return task  # (poll_after_s points at it)
             action = "fetch_outcome"  # published, failed or aborted: whatever our part was
         if task.round is None or (task.uploaded and action != "fetch_outcome"):
             return task
@@ -331,7 +333,7 @@ class Engine:
             if (
                 until_complete
                 and federation.state in FEDERATION_ENDED
-                and (number is None or task.stage in ENDED)
+                and (number is None or (task.stage in ENDED and not task.outcome_after_s))
             ):
                 # The coordinator ended the federation (privacy budget spent, aborted by
                 # the admin) and the last round is over: step() fetched its outcome.

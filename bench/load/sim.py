@@ -196,7 +196,12 @@ class LoadMember:
                 continue
             task = r.json()
             if task["round"] == number and task["stage"] in ("published", "failed", "aborted"):
+                due = task.get("outcome_after_s", 0.0)  # its slot in the end-of-round spread
                 if task["stage"] == "published" and (number, "outcome") not in self.done:
+                    if due > 0:  # as the daemon: poll again at the slot
+                        hint = task.get("poll_after_s")
+                        await asyncio.sleep(poll_interval(hint, poll_s + jitter()))
+                        continue
                     await self._outcome(number)
                 return str(task["stage"])
             action = task["action"]

@@ -6,6 +6,8 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Text, cast, func, select
@@ -320,7 +322,14 @@ def federation_status(session: Session, federation_id: str) -> FederationStatus:
     return FederationStatus.model_validate({"state": row[0], "reason": row[1], "ended_at": row[2]})
 
 
-def task(session: Session, participant: Participant, config: FederationConfig) -> Task:
+def task(
+    session: Session,
+    participant: Participant,
+    config: FederationConfig,
+    *,
+    now: datetime | None = None,
+    outcome_rate: float | None = None,
+) -> Task:
     """The participant's current task (see :class:`~secfpp.wire.messages.Task`).
 
     ``peers`` (every participant's key, O(N) per answer) is filled only when the action
@@ -379,6 +388,10 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
             ),
         }
     )
+    if stage is Stage.PUBLISHED and now is not None and outcome_rate is not None:
+        doc.outcome_after_s = outcome_after(
+            state.participants, me, rnd.finished_at, now, outcome_rate
+        )
     if str(me) in state.dropped:
         return doc.model_copy(update={"action": "dropped"})
     if stage is Stage.PUBLISHED:
@@ -429,6 +442,33 @@ def task(session: Session, participant: Participant, config: FederationConfig) -
     return doc.model_copy(update=update)
 
 
+def outcome_after(
+    participants: Sequence[int],
+    me: int,
+    finished_at: datetime | None,
+    now: datetime,
+    rate: float,
+) -> float:
+    """Seconds until participant ``me``'s slot for fetching a published round's outcome
+    (and reporting its metrics), 0 when it is due.
+
+    The ``n`` participants' slots are spread evenly over ``W = n / rate`` seconds after the
+    round was published (``finished_at``), in index order: participant at position ``k``
+    of ``participants`` gets ``finished_at + W k / n``. So a large federation sends about
+    ``rate`` outcome fetches per second however large it is, where every daemon used to
+    ask within one poll interval of the publication (2,000 requests in about 10 s at
+    N = 1,000, which queued the task polls behind them for 8 to 15 s). ``n <= rate``:
+    nobody waits (``W <= 1`` s would spread nothing a poll interval does not already).
+    A participant not on the roster, or a round without ``finished_at``, is due now.
+    """
+    n = len(participants)
+    if finished_at is None or n <= rate or me not in participants:
+        return 0.0
+    position = sorted(participants).index(me)
+    slot = finished_at + timedelta(seconds=(n / rate) * position / n)
+    return round(max(0.0, (slot - now).total_seconds()), 3)
+
+
 #: The longest wait :func:`poll_after` suggests, whatever the federation's size.
 MAX_POLL_AFTER_S = 60.0
 _ACT_NOW = frozenset({"share", "compute_distances", "compute_sums"})
@@ -451,6 +491,8 @@ def poll_after(
     """
     if doc.action in _ACT_NOW and not doc.uploaded:
         return 0.0
+    if doc.outcome_after_s > 0:  # poll again at its slot for the outcome
+        return round(min(doc.outcome_after_s, MAX_POLL_AFTER_S), 3)
     return waiting_poll_after(participants, rate, shortest_deadline_s)
 
 

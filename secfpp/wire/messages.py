@@ -355,6 +355,16 @@ class Task(WireModel):
         description="Committee federations: the commitment to the next round's beacon, "
         "published before that round's roster is fixed. Null: all-to-all, or no next round.",
     )
+    outcome_after_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="A published round: seconds until this participant's slot for fetching "
+        "the outcome (and reporting its metrics). A federation larger than the "
+        "coordinator's outcome_rate spreads the end-of-round requests over "
+        "n_participants / outcome_rate seconds after publication; poll_after_s then points "
+        "at the slot. 0: fetch now (coordinators before 2026-11-29 never ask to wait).",
+    )
     federation: FederationStatus = Field(
         default_factory=lambda: FederationStatus(state="active", reason=None),
         description="The federation's lifecycle state: once finished or aborted no round "

@@ -237,7 +237,7 @@ def task(
     # authenticating here still answers 401 before anything else is looked at).
     participant = _synced(request, session, driver, settings, now, credentials)
     config = _config(session, driver, participant)
-    doc = views.task(session, participant, config)
+    doc = views.task(session, participant, config, now=now, outcome_rate=settings.outcome_rate)
     doc.federation = views.federation_status(session, participant.federation_id)
     session.rollback()  # release the connection in this thread (deps.get_session)
     d = config.deadlines
