@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "profile_shares", "render"]
+__all__ = ["main", "profile_shares", "render", "slowest_in_rounds"]
 
 BEGIN, END = "<!-- n1000:begin -->", "<!-- n1000:end -->"
 
@@ -106,6 +107,7 @@ def _run_block(run: dict[str, Any], name: str) -> list[str]:
                 f"| {label} | {p['count']} | {_ms(p['p50'])} | {_ms(p['p95'])} | "
                 f"{_ms(p['p99'])} | {_ms(p['max'])} |"
             )
+    lines += _slowest_lines(run)
     cpu = run["cpu_seconds"]
     db = run.get("database") or {}
     lines += [
@@ -124,6 +126,38 @@ def _run_block(run: dict[str, Any], name: str) -> list[str]:
         "",
     ]
     return lines
+
+
+def slowest_in_rounds(run: dict[str, Any], top: int = 5) -> list[tuple[str, float, str]]:
+    """The ``top`` slowest requests of a run (``slowest`` of :func:`bench.load.stats.
+    summarize`) as (endpoint, seconds, where): the round stage that had begun last when the
+    request was sent, and how long before (runs without send times or stage times: none)."""
+    starts: list[tuple[float, str]] = []
+    for r in run.get("rounds", []):
+        for stage, at in r.get("stage_times", []):
+            when = datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+            starts.append((when, f"round {r['round']} {stage}"))
+    starts.sort()
+    out = []
+    for s in run.get("slowest", [])[:top]:
+        before = [x for x in starts if x[0] <= s["at"]]
+        if not s.get("at") or not before:
+            continue
+        when, label = before[-1]
+        out.append((s["endpoint"], float(s["seconds"]), f"{s['at'] - when:.1f} s after {label}"))
+    return out
+
+
+def _slowest_lines(run: dict[str, Any]) -> list[str]:
+    found = slowest_in_rounds(run)
+    if not found:
+        return []
+    return [
+        "",
+        "Slowest requests (sent when): "
+        + "; ".join(f"{e} {1000 * sec:,.0f} ms ({where})" for e, sec, where in found)
+        + ".",
+    ]
 
 
 def render(runs: list[tuple[str, dict[str, Any]]], profiles: list[Path]) -> str:

@@ -178,3 +178,29 @@ def test_the_profile_is_classified_by_the_innermost_coordinator_frame(tmp_path) 
         "HTTP server (uvicorn, h11/httptools)": 1 / 8,
         "other (event loop, threads, logging)": 4 / 8,
     }
+
+
+def test_the_slowest_requests_are_placed_in_their_round() -> None:
+    from bench.load.results import slowest_in_rounds
+
+    run = {
+        "rounds": [
+            {
+                "round": 1,
+                "stage_times": [
+                    ["sharing", "2026-11-29T00:00:00Z"],
+                    ["published", "2026-11-29T00:02:00+00:00"],
+                ],
+            }
+        ],
+        "slowest": [
+            {"endpoint": "task", "seconds": 8.4, "at": 1_795_910_530.0},  # 00:02:10
+            {"endpoint": "shares", "seconds": 2.0, "at": 1_795_910_405.5},  # 00:00:05.5
+            {"endpoint": "inbox", "seconds": 1.0, "at": 1.0},  # before any stage: left out
+        ],
+    }
+    assert slowest_in_rounds(run) == [
+        ("task", 8.4, "10.0 s after round 1 published"),
+        ("shares", 2.0, "5.5 s after round 1 sharing"),
+    ]
+    assert slowest_in_rounds({"rounds": []}) == []
