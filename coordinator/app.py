@@ -75,6 +75,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         grace_s=settings.deadline_grace_s,
         jobs=jobs.queue,
         decode_wait_s=settings.drive_wait_s,
+        outcome_rate=settings.outcome_rate,
     )
     await jobs.start(jobs.runtime(app.state.driver))
     ticker = asyncio.create_task(_deadline_loop(app.state.driver, jobs, settings.tick_interval_s))

@@ -62,6 +62,7 @@ async def _serve(database_url: str, concurrency: int | None, name: str | None) -
         grace_s=settings.deadline_grace_s,
         jobs=queue,
         decode_wait_s=0.0,
+        outcome_rate=settings.outcome_rate,
     )
     options = worker_options(settings, name or default_worker_name("worker"))
     task = asyncio.create_task(

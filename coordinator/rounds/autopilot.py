@@ -6,10 +6,13 @@ federation (``active`` or ``paused``) whose newest round has ended (or that has 
 1. its last round was round ``rounds.total``: the federation is ``finished: rounds
    done`` (whatever its schedule, paused or not);
 2. ``paused`` or ``schedule: manual``: nothing more (the admin starts rounds);
-3. ``auto``: once ``min_interval_s`` has passed since the last round ended, start the
-   next round (:func:`coordinator.rounds.service.start_round`). A refusal by the
-   privacy ledger ends the federation ``finished: privacy budget spent`` (inside
-   ``start_round``); ``enrollment_incomplete`` waits for the last enrollment.
+3. ``auto``: once ``min_interval_s`` has passed since the last round ended (and, after a
+   published round, the end-of-round spread of its outcome fetches,
+   :func:`coordinator.rounds.views.outcome_window`: ``N / outcome_rate`` seconds for a
+   federation larger than the settings' ``outcome_rate``), start the next round
+   (:func:`coordinator.rounds.service.start_round`). A refusal by the privacy ledger ends
+   the federation ``finished: privacy budget spent`` (inside ``start_round``);
+   ``enrollment_incomplete`` waits for the last enrollment.
 
 Replicas: every coordinator and worker runs this, possibly at the same moment. Exactly
 one start succeeds: round ``n+1`` is one row with a unique ``(federation_id, number)``
@@ -41,6 +44,7 @@ from secfpp.coordinator.errors import ProblemError
 from secfpp.coordinator.rounds import lifecycle, service, store
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.rounds.machine import TERMINAL, Stage
+from secfpp.coordinator.rounds.views import outcome_window
 
 __all__ = ["RECHECK_S", "Autopilot", "advance"]
 
@@ -73,7 +77,12 @@ def advance(session: Session, driver: RoundDriver, federation: Federation, now: 
     if config.rounds.schedule != "auto":
         return "manual"
     if last is not None and last.finished_at is not None:
-        due = last.finished_at + timedelta(seconds=config.rounds.min_interval_s)
+        wait = config.rounds.min_interval_s
+        if last.stage == Stage.PUBLISHED.value and driver.outcome_rate is not None:
+            # the end-of-round spread: a round that starts before every participant's slot
+            # would pull the outcome fetches into its sharing stage (daemons catch up first)
+            wait = max(wait, outcome_window(config.n_participants, driver.outcome_rate))
+        due = last.finished_at + timedelta(seconds=wait)
         if now < due:
             return "waiting"
     session.rollback()  # start_round reads everything afresh in its own transaction

@@ -208,6 +208,7 @@ class RoundDriver:
         grace_s: float = 0.0,
         jobs: DecodeQueue | None = None,
         decode_wait_s: float = 0.5,
+        outcome_rate: float | None = None,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -218,6 +219,10 @@ class RoundDriver:
         """None: passes decode inline; else due decodes go to this queue."""
         self.decode_wait_s = decode_wait_s
         """How long the request that queued a decode waits for it (module docstring)."""
+        self.outcome_rate = outcome_rate
+        """The settings' ``outcome_rate``: the autopilot starts no round before a published
+        one's outcome fetches were spread (:func:`coordinator.rounds.views.outcome_window`);
+        None: it does not wait for them."""
         self.resumed_at = clock()
         """When this process last started talking to a reachable database."""
         self._outage = False

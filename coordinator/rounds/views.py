@@ -442,6 +442,12 @@ def task(
     return doc.model_copy(update=update)
 
 
+def outcome_window(participants: int, rate: float) -> float:
+    """``W = n / rate`` seconds over which the ``n`` participants of a published round fetch
+    its outcome (:func:`outcome_after`); 0 when ``n <= rate``."""
+    return 0.0 if participants <= rate else participants / rate
+
+
 def outcome_after(
     participants: Sequence[int],
     me: int,
@@ -462,10 +468,11 @@ def outcome_after(
     A participant not on the roster, or a round without ``finished_at``, is due now.
     """
     n = len(participants)
-    if finished_at is None or n <= rate or me not in participants:
+    window = outcome_window(n, rate)
+    if finished_at is None or not window or me not in participants:
         return 0.0
     position = sorted(participants).index(me)
-    slot = finished_at + timedelta(seconds=(n / rate) * position / n)
+    slot = finished_at + timedelta(seconds=window * position / n)
     return round(max(0.0, (slot - now).total_seconds()), 3)
 
 

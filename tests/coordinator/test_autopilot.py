@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from secfpp.coordinator.db.models import Federation, Round, RoundEvent
 from secfpp.coordinator.metrics import Metrics
 from secfpp.coordinator.rounds import autopilot
 from secfpp.coordinator.rounds.driver import RoundDriver
+from secfpp.coordinator.rounds.views import outcome_window
 from secfpp.crypto.dp import epsilon_for
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
@@ -239,3 +241,47 @@ def _app(db_url: str) -> Any:
     from tests.support.coordinator import make_settings
 
     return create_app(make_settings(db_url, tick_interval_s=3600))
+
+
+def test_the_autopilot_waits_for_the_end_of_round_spread(db_url: str) -> None:
+    """A federation larger than ``outcome_rate`` fetches a published round's outcome over
+    ``N / outcome_rate`` seconds (coordinator.rounds.views.outcome_after); the autopilot
+    starts the next round only after that, or daemons catching up on the outcome would meet
+    the next round's share uploads (issue 30's end-of-round burst, moved, not spread)."""
+    with TestClient(_app(db_url)) as client:
+        h = FederationHarness(client, rounds={"total": 5, "warmup_rounds": 0})
+        number = h.run_round()
+        assert h.stage(number) == "published"
+        fid = h.id
+    engine = make_engine(db_url)
+    clock = FakeClock()
+    try:
+        sessions = make_sessionmaker(engine)
+        # N = 8 at 2 per second: 4 s (min_interval_s is 0: the spread is all it waits for)
+        spread = RoundDriver(sessions, clock, Metrics(), outcome_rate=2.0)
+        with sessions() as session:
+            fed = session.get(Federation, fid)
+            assert fed is not None
+            fed.config = {**fed.config, "rounds": {**fed.config["rounds"], "schedule": "auto"}}
+            session.commit()
+            finished = session.scalars(select(Round.finished_at).where(Round.federation_id == fid))
+            (published_at,) = list(finished)
+        assert published_at is not None
+        clock.now = published_at + timedelta(seconds=3.9)
+        with sessions() as session:
+            federation = session.get(Federation, fid)
+            assert federation is not None
+            assert autopilot.advance(session, spread, federation, clock()) == "waiting"
+        clock.now = published_at + timedelta(seconds=4.1)
+        with sessions() as session:
+            federation = session.get(Federation, fid)
+            assert federation is not None
+            assert autopilot.advance(session, spread, federation, clock()) == "started"
+    finally:
+        engine.dispose()
+
+
+def test_the_spread_window_grows_with_the_federation() -> None:
+    assert outcome_window(25, 25.0) == 0.0
+    assert outcome_window(1000, 25.0) == 40.0
+    assert outcome_window(8, 2.0) == 4.0
