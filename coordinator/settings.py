@@ -78,7 +78,7 @@ class Settings(BaseSettings):
         "N / outcome_rate seconds after the round is published, each participant at its "
         "own slot (the task's outcome_after_s), instead of all within one poll interval "
         "(at N = 1,000 and the defaults: over 40 s), and the autopilot starts the next round "
-        "no earlier than that. At or below it nobody waits.",
+        "no earlier than that (at most 600 s). At or below it nobody waits.",
     )
     enrollment_token_ttl_s: int = Field(
         default=7 * 24 * 3600, ge=1, le=365 * 24 * 3600, description="At most a year."

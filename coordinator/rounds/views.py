@@ -442,10 +442,15 @@ def task(
     return doc.model_copy(update=update)
 
 
+#: The longest end-of-round spread, whatever ``outcome_rate`` a deployment sets.
+MAX_OUTCOME_WINDOW_S = 600.0
+
+
 def outcome_window(participants: int, rate: float) -> float:
     """``W = n / rate`` seconds over which the ``n`` participants of a published round fetch
-    its outcome (:func:`outcome_after`); 0 when ``n <= rate``."""
-    return 0.0 if participants <= rate else participants / rate
+    its outcome (:func:`outcome_after`), at most :data:`MAX_OUTCOME_WINDOW_S`; 0 when
+    ``n <= rate``."""
+    return 0.0 if participants <= rate else min(participants / rate, MAX_OUTCOME_WINDOW_S)
 
 
 def outcome_after(

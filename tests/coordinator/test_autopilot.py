@@ -285,3 +285,4 @@ def test_the_spread_window_grows_with_the_federation() -> None:
     assert outcome_window(25, 25.0) == 0.0
     assert outcome_window(1000, 25.0) == 40.0
     assert outcome_window(8, 2.0) == 4.0
+    assert outcome_window(1024, 0.01) == 600.0  # capped: a task's outcome_after_s stays valid
