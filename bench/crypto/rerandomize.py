@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import math
 import os
 import platform
 import sys
@@ -61,6 +60,7 @@ from bench.crypto.committee import (
     setting,
 )
 from bench.crypto.decode import make_case
+from secfpp.coordinator.rounds.rerandomization import dropouts_of
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.quantize import quantize
 from secfpp.crypto.rerandomize import (
@@ -98,8 +98,7 @@ def contributors_of(s: Setting) -> int:
     ``f`` the fraction of the ``c`` code points the distance stage may lose
     (:func:`~coordinator.rounds.rerandomization.sharing_dropouts` of the federation's
     resolved parameters, which carry the committee's codes)."""
-    dropouts = s.members - s.clustering.threshold(2)
-    d = math.ceil(s.n * dropouts / s.members)
+    d = dropouts_of(s.n, s.members - s.clustering.threshold(2), s.members)
     return contributors_wanted(s.n, s.params.colluders_among_participants, d)
 
 

@@ -147,7 +147,8 @@ def close_sharing(
     eligible = [i for i in present if i not in excluded]
     contributors = None  # every present participant, unless the round named them
     if state.zero_contributors is not None:
-        contributors = [i for i in eligible if i in set(state.zero_contributors)]
+        named = set(state.zero_contributors)
+        contributors = [i for i in eligible if i in named]
     refs = (
         membership.reference_sets(
             eligible,

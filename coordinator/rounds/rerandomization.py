@@ -27,14 +27,20 @@ from collections.abc import Sequence
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rerandomize import contributor_floor, contributors_wanted
 
-__all__ = ["designate", "minimum_contributors", "sharing_dropouts"]
+__all__ = ["designate", "dropouts_of", "minimum_contributors", "sharing_dropouts"]
 
 
 def sharing_dropouts(params: CryptoParams, n: int) -> int:
     """``D = ceil(n f)``: contributors that may miss the sharing stage, ``f`` the fraction of
     code points the distance stage tolerates missing (``clustering_dropouts / code_points``,
     the federation's dropout fraction as its codes realize it)."""
-    return math.ceil(n * params.clustering_dropouts / params.code_points)
+    return dropouts_of(n, params.clustering_dropouts, params.code_points)
+
+
+def dropouts_of(n: int, missing: int, points: int) -> int:
+    """``ceil(n missing / points)``: :func:`sharing_dropouts` from a code's own figures (the
+    distance stage may lose ``missing`` of its ``points``)."""
+    return math.ceil(n * missing / points)
 
 
 def designate(
