@@ -257,41 +257,67 @@ def http_round(rounds: int, agree: bool) -> dict[str, float]:
     return {**mean, **calls, "round_s": float(np.mean(walls))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args(argv)
-    print(
-        f"# Agreement on the request: cost ({dt.date.today()}, "
-        f"{platform.processor() or platform.machine()}, Python {sys.version.split()[0]})\n"
-    )
-    print(
-        "| setting | P | T | Q | up per participant | down per read | through the coordinator "
-        "per stage (P up + P reads) | CPU make / verify |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+def measure(rounds: int) -> dict[str, Any]:
+    """Every figure of the report: bytes and CPU per setting, the HTTP rounds."""
+    settings = []
     for label, points, colluders in _settings():
         m = bytes_and_cpu(points)
         q = (points + colluders) // 2 + 1
-        total = points * (m["up"] + m["down"])
-        print(
-            f"| {label} | {points} | {colluders} | {q} | {m['up'] / 1e3:.1f} kB | "
+        settings.append({"label": label, "points": points, "t": colluders, "q": q, **m})
+    http = [{"agree": agree, **http_round(rounds, agree)} for agree in (False, True)]
+    return {"rounds": rounds, "settings": settings, "http": http}
+
+
+def section(data: dict[str, Any]) -> list[str]:
+    """The two tables, from :func:`measure` (also ``bench.report``'s section)."""
+    lines = [
+        "Bytes exactly as sent (the JSON bodies of `participant.client` and the coordinator's "
+        "answer); through the coordinator = P uploads and one read each; CPU = one "
+        "participant's, warm key ring:",
+        "",
+        "| setting | P | T | Q | up per participant | down per read | through the coordinator "
+        "per stage (P up + P reads) | CPU make / verify |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in data["settings"]:
+        total = m["points"] * (m["up"] + m["down"])
+        lines.append(
+            f"| {m['label']} | {m['points']} | {m['t']} | {m['q']} | {m['up'] / 1e3:.1f} kB | "
             f"{m['down'] / 1e3:.1f} kB | {total / 1e6:.2f} MB | "
             f"{m['make_s'] * 1e3:.1f} / {m['verify_s'] * 1e3:.1f} ms |"
         )
-    print("\nHTTP, N = 8 engines in process (SQLite), mean wall time per call and per round:\n")
-    print(
-        "| engines | attest POST | attestations GET | result upload | calls (POST / GET) | round |"
-    )
-    print("|---|---|---|---|---|---|")
-    for agree in (False, True):
-        h = http_round(args.rounds, agree)
-        print(
-            f"| {'with agreement' if agree else 'agreement skipped'} | "
+    lines += [
+        "",
+        f"HTTP, N = 8 engines in process (SQLite), {data['rounds']} round(s), mean wall time "
+        'per call and per round ("agreement skipped" monkeypatches the engine\'s quorum step, '
+        "for this measure only; the daemon always agrees):",
+        "",
+        "| engines | attest POST | attestations GET | result upload | calls (POST / GET) | round |",
+        "|---|---|---|---|---|---|",
+    ]
+    for h in data["http"]:
+        lines.append(
+            f"| {'with agreement' if h['agree'] else 'agreement skipped'} | "
             f"{h['attest'] * 1e3:.1f} ms | {h['attestations'] * 1e3:.1f} ms | "
             f"{h['upload_result'] * 1e3:.1f} ms | {h['attest_calls']:.0f} / "
             f"{h['attestations_calls']:.0f} | {h['round_s']:.2f} s |"
         )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the figures here (bench.report)")
+    args = parser.parse_args(argv)
+    data = measure(args.rounds)
+    print(
+        f"# Agreement on the request: cost ({dt.date.today()}, "
+        f"{platform.processor() or platform.machine()}, Python {sys.version.split()[0]})\n"
+    )
+    print("\n".join(section(data)))
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=1))
     return 0
 
 

@@ -40,9 +40,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import json
 import os
 import platform
 import sys
+from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -304,23 +306,40 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (shared with other work; CPU seconds, "
         f"one BLAS thread, best of the runs), Python {sys.version.split()[0]}.",
         "",
+        *section(figures(rows, notes)),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def figures(rows: list[tuple[Setting, dict[str, float]]], notes: list[str]) -> dict[str, Any]:
+    """What ``--json`` writes: one dict per setting (its label, N, c and the measures)."""
+    return {
+        "rows": [{"label": s.label, "n": s.n, "members": s.members, **m} for s, m in rows],
+        "notes": notes,
+    }
+
+
+def section(data: dict[str, Any]) -> list[str]:
+    """The tables and their reading, from :func:`figures` (also ``bench.report``'s section)."""
+    lines = [
         "Reference sets: 8 clusters and their 8 probes, so `result_length` equals the public "
         "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run; "
         "after adds the zero-sharings of the round's `K = T + 1 + D` contributors "
-        "(`coordinator.rounds.rerandomization.designate`; every participant before "
-        "2026-11-29) and the offset check (each member appends `K` check values, "
-        "`crypto.rerandomize.offset_checks`, and the decode covers them).",
+        "(`coordinator.rounds.rerandomization.designate`) and the offset check (each member "
+        "appends `K` check values, `crypto.rerandomize.offset_checks`, and the decode covers "
+        "them).",
         "",
         "| setting | N | c | T_c | K | outputs | member s before | member s after (vectors / "
         "seeds) | decode s before | decode s after | stage s before | stage s after | ratio |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for s, m in rows:
+    for m in data["rows"]:
         stage_b = m["member_before"] + m["decode_before"]
         stage_a = m["member_after"] + m["decode_after"]
         lines.append(
-            f"| {s.label} | {s.n} | {s.members} | {m['t']:.0f} | {m['contributors']:.0f} "
-            f"| {m['outputs']:,.0f} "
+            f"| {m['label']} | {m['n']} | {m['members']} | {m['t']:.0f} "
+            f"| {m['contributors']:.0f} | {m['outputs']:,.0f} "
             f"| {m['member_before']:.3f} | {m['member_vector']:.3f} / {m['member_seed']:.3f} "
             f"| {m['decode_before']:.3f} "
             f"| {m['decode_after']:.3f} | {stage_b:.3f} | {stage_a:.3f} "
@@ -340,9 +359,9 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         "| floor GiB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for s, m in rows:
+    for m in data["rows"]:
         lines.append(
-            f"| {s.label} | {m['seeded']:.0f} of {s.members} | {m['share_extra']:.3f} "
+            f"| {m['label']} | {m['seeded']:.0f} of {m['members']} | {m['share_extra']:.3f} "
             f"| {m['up_before_mb']:.2f} "
             f"| {m['up_extra_mb']:.2f} ({m['up_unseeded_mb']:.1f}) | {m['in_before_mb']:.2f} "
             f"| {m['in_extra_mb']:.1f} / {m['in_seed_mb']:.2f} "
@@ -358,13 +377,11 @@ def render(rows: list[tuple[Setting, dict[str, float]]], notes: list[str], comma
         "contributors, so that T + 1 remain after the tolerated dropouts; each sends its 2T "
         "free values as seeds) carries `K (c - 2T)` values per output: the floor's "
         "per-contributor cost, with K contributors instead of T + 1. With every present "
-        "participant contributing (before 2026-11-29) it carried `N (c - 2T)`, before seeds "
-        "`N c`.",
+        "participant contributing it would carry `N (c - 2T)`, without seeds `N c`.",
         "",
-        *[f"- {note}" for note in notes],
-        "",
+        *[f"- {note}" for note in data["notes"]],
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -372,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--sample", type=int, default=3, help="runs per figure (best kept)")
     parser.add_argument("--out", help="also write the Markdown report here")
+    parser.add_argument("--json", help="also write the figures here (bench.report)")
     args = parser.parse_args(argv)
     retain_freed_memory()
     rows, notes = [], []
@@ -384,6 +402,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m bench.crypto.rerandomize " + " ".join(given)
     text = render(rows, notes, command.strip())
     print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(figures(rows, notes), f, indent=1)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import socket
@@ -40,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -175,16 +177,69 @@ class Result:
     def rise_mib(self) -> float:
         return self.peak_mib - self.before_mib
 
-    def row(self) -> str:
+    def figures(self) -> dict[str, object]:
+        """What ``--json`` writes for this scenario (MiB, milliseconds, status counts)."""
         lat = np.array(self.healthz_s) * 1000
-        codes = ", ".join(
-            f"{c or 'reset'} x{self.statuses.count(c)}" for c in sorted(set(self.statuses))
-        )
-        return (
-            f"| {self.scenario} | {self.before_mib:.0f} | {self.peak_mib:.0f} | "
-            f"{self.rise_mib:.0f} | {codes} | {np.percentile(lat, 50):.1f} | "
-            f"{np.percentile(lat, 99):.1f} | {lat.max():.1f} | {len(lat)} |"
-        )
+        return {
+            "scenario": self.scenario,
+            "before_mib": self.before_mib,
+            "peak_mib": self.peak_mib,
+            "rise_mib": self.rise_mib,
+            "answers": {str(c): self.statuses.count(c) for c in sorted(set(self.statuses))},
+            "healthz_p50_ms": float(np.percentile(lat, 50)),
+            "healthz_p99_ms": float(np.percentile(lat, 99)),
+            "healthz_max_ms": float(lat.max()),
+            "polls": len(lat),
+        }
+
+    def row(self) -> str:
+        return row(self.figures())
+
+
+HEADER = (
+    "| scenario | RSS before (MiB) | RSS peak (MiB) | rise (MiB) | answers | "
+    "/healthz p50 (ms) | p99 (ms) | max (ms) | polls |",
+    "|---|---:|---:|---:|---|---:|---:|---:|---:|",
+)
+TARGETS = {"unauthenticated": 64.0, "valid-token": 256.0}
+"""Issue 26's memory targets (MiB of RSS rise) per scenario; ``/healthz`` p99 < 100 ms
+unauthenticated."""
+
+
+def row(f: dict[str, Any]) -> str:
+    """One Markdown table row of :data:`HEADER` from a scenario's figures."""
+    codes = ", ".join(f"{'reset' if c == '0' else c} x{k}" for c, k in f["answers"].items())
+    return (
+        f"| {f['scenario']} | {f['before_mib']:.0f} | {f['peak_mib']:.0f} | "
+        f"{f['rise_mib']:.0f} | {codes} | {f['healthz_p50_ms']:.1f} | "
+        f"{f['healthz_p99_ms']:.1f} | {f['healthz_max_ms']:.1f} | {f['polls']} |"
+    )
+
+
+def section(data: dict[str, Any]) -> list[str]:
+    """The Markdown that ``bench.report`` writes for a ``--json`` run: setting, table, targets."""
+    lines = [
+        f"{data['clients']} concurrent `POST /v1/federations` bodies of {data['mib']:g} MiB "
+        "over real HTTP against a fresh coordinator process each (uvicorn, SQLite); "
+        "`/healthz` polled every 20 ms meanwhile (wall); RSS from `/proc` (peak: `VmHWM`). "
+        "`valid-token-string` is one long string, parsed in full and then refused by the "
+        "schema:",
+        "",
+        *HEADER,
+        *(row(f) for f in data["scenarios"]),
+        "",
+    ]
+    for f in data["scenarios"]:
+        limit = TARGETS.get(f["scenario"])
+        if limit is None:
+            continue
+        met = f["rise_mib"] < limit
+        text = f"RSS rise {f['rise_mib']:.0f} MiB (target < {limit:g})"
+        if f["scenario"] == "unauthenticated":
+            met = met and f["healthz_p99_ms"] < 100
+            text += f", /healthz p99 {f['healthz_p99_ms']:.1f} ms (target < 100)"
+        lines.append(f"- {f['scenario']}: {text}: {'met' if met else 'missed'}")
+    return lines
 
 
 def run_scenario(scenario: str, clients: int, size: int, work: Path, repo: Path) -> Result:
@@ -238,21 +293,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the table (Markdown) here")
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout to run")
     parser.add_argument("--label", default="", help="what was measured (e.g. a commit)")
+    parser.add_argument("--json", type=Path, help="also write the figures here (bench.report)")
     args = parser.parse_args(argv)
     size = int(args.mib * 2**20)
-    header = (
-        "| scenario | RSS before (MiB) | RSS peak (MiB) | rise (MiB) | answers | "
-        "/healthz p50 (ms) | p99 (ms) | max (ms) | polls |\n"
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|"
-    )
-    rows = []
+    results = []
     with tempfile.TemporaryDirectory(prefix="secfpp-body-") as tmp:
         for scenario in args.scenario or SCENARIOS:
             result = run_scenario(scenario, args.clients, size, Path(tmp), args.repo)
-            rows.append(result.row())
+            results.append(result.figures())
             print(result.row(), flush=True)
-    args = argv if argv is not None else sys.argv[1:]
-    command = "python -m bench.load.body_memory " + " ".join(args)
+    if args.json:
+        doc = {"clients": args.clients, "mib": args.mib, "scenarios": results}
+        args.json.write_text(json.dumps(doc, indent=1))
+    given = argv if argv is not None else sys.argv[1:]
+    command = "python -m bench.load.body_memory " + " ".join(given)
     text = "\n".join(
         [
             f"{args.label or 'coordinator'}: {args.clients} concurrent bodies of "
@@ -264,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             + f", Python {platform.python_version()}",
             f"- command: `{command.strip()}`",
             "",
-            header,
-            *rows,
+            *HEADER,
+            *(row(f) for f in results),
             "",
         ]
     )

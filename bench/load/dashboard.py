@@ -22,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import tempfile
@@ -204,7 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--json", type=Path, help="also write the figures here (bench.report)")
     args = parser.parse_args(argv)
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{Path(tmp) / 'bench.db'}"
         engine = make_engine(url)
@@ -263,6 +266,16 @@ def main(argv: list[str] | None = None) -> None:
                     size = len(r.content)
                 median = statistics.median(times)
                 worst = max(worst, median)
+                rows.append(
+                    {
+                        "page": name,
+                        "kb": size / 1024,
+                        "first_ms": times[0],
+                        "median_ms": median,
+                        "max_ms": max(times),
+                        "cpu_ms": statistics.median(cpu),
+                    }
+                )
                 print(
                     f"{name:<18}{size / 1024:>7.1f}{times[0]:>10.1f}{median:>11.1f}"
                     f"{max(times):>9.1f}{statistics.median(cpu):>9.1f}"
@@ -270,6 +283,36 @@ def main(argv: list[str] | None = None) -> None:
             verdict = "OK" if worst < TARGET_MS else "SLOWER THAN TARGET"
             print(f"{verdict} (worst median {worst:.1f} ms)")
         engine.dispose()
+    if args.json:
+        doc = {
+            "participants": args.participants,
+            "rounds": args.rounds,
+            "repeat": args.repeat,
+            "database": url.split(":")[0],
+            "pages": rows,
+        }
+        args.json.write_text(json.dumps(doc, indent=1))
+
+
+def section(data: dict[str, Any]) -> list[str]:
+    """``bench.report``'s section from a ``--json`` run: one row per page, the verdict."""
+    worst = max(r["median_ms"] for r in data["pages"])
+    return [
+        f"Every dashboard page for {data['participants']} participants and {data['rounds']} "
+        f"rounds ({data['database']}), fetched {data['repeat']} times through the real app "
+        "(in-process ASGI); wall ms (first = cold: templates compiled, accountant run) and "
+        f"the process CPU ms per request; target: median < {TARGET_MS:g} ms:",
+        "",
+        "| page | KB | first ms | median ms | max ms | CPU ms |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(
+            f"| {r['page']} | {r['kb']:.1f} | {r['first_ms']:.1f} | {r['median_ms']:.1f} "
+            f"| {r['max_ms']:.1f} | {r['cpu_ms']:.1f} |"
+            for r in data["pages"]
+        ),
+        "",
+        f"Worst median {worst:.1f} ms: target {'met' if worst < TARGET_MS else 'missed'}.",
+    ]
 
 
 if __name__ == "__main__":

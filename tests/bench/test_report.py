@@ -25,6 +25,11 @@ SECTIONS = [
     "## Decode",
     "## Flower SecAgg+",
     "## Load",
+    "## Re-randomized distances",
+    "## Agreement on the request",
+    "## Request bodies",
+    "## Dashboard",
+    "## CUDA",
     "## Targets (issue 30): met or missed, and why",
 ]
 
@@ -150,6 +155,10 @@ def test_missing_flower_is_stated_not_hidden(tmp_path: Path) -> None:
         "decode",
         "flower_secagg",
         "load",
+        "rerandomize",
+        "attestation",
+        "bodies",
+        "dashboard",
     ]
     crypto = steps[0].argv
     assert crypto[crypto.index("--dropout") + 1] == "0.25"  # the same dropout for every side
@@ -175,7 +184,8 @@ def test_quick_run_writes_the_performance_file(tmp_path: Path) -> None:
     assert positions == sorted(positions)
     assert re.search(r"date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", text)
     assert re.search(r"before: [\d.]+, [\d.]+, [\d.]+; after: [\d.]+, [\d.]+, [\d.]+", text)
-    for name in ("crypto_round", "committee", "committee_large", "decode", "load"):
+    names = ("crypto_round", "committee", "committee_large", "decode", "load")
+    for name in (*names, "rerandomize", "attestation", "bodies", "dashboard"):
         assert re.search(rf"^\| {name} \| ok( \(missed its latency targets\))? \|", text, re.M), (
             name
         )
@@ -183,6 +193,11 @@ def test_quick_run_writes_the_performance_file(tmp_path: Path) -> None:
     assert re.search(r"^\| committee c=\d+ fc=0.1 \| 150 \|", text, re.M)
     assert "## Failures" not in text
     assert "**Quick (smoke) sizes**" in text
+    assert re.search(r"^\| committee c=\d+ fc=0.25 \| 200 \| .* \| [\d.]+x \|$", text, re.M)
+    assert re.search(r"^\| with agreement \| [\d.]+ ms \|", text, re.M)
+    assert re.search(r"^- unauthenticated: RSS rise \d+ MiB \(target < 64\)", text, re.M)
+    assert re.search(r"^\| federation \| [\d.]+ \|", text, re.M)
+    assert "Copied unedited from [cuda.md](cuda.md)" in text
 
 
 def test_growth_compares_committee_rows_not_all_to_all_rows_of_the_same_fc() -> None:
@@ -317,3 +332,57 @@ def test_a_distance_stage_timed_on_a_lowered_clip_is_judged_and_says_so() -> Non
     ) in text
     assert "- **The N = 10,000 distance stage.**" in text
     assert "Its rows above were timed anyway" in "\n".join(report._committee(large))
+
+
+def test_sections_render_the_benchmarks_figures_with_their_verdicts() -> None:
+    """Known answers: each benchmark's renderer, fed fixed figures, writes them and judges
+    the targets (a rise of 70 MiB misses < 64 MiB; a 250 ms median meets < 300 ms)."""
+    steps = _steps()
+    bodies = report.Step("bodies", ["python", "-m", "bench.load.body_memory"], rc=0)
+    scenario = {
+        "before_mib": 200.0,
+        "peak_mib": 270.0,
+        "rise_mib": 70.0,
+        "answers": {"401": 8},
+        "healthz_p50_ms": 5.0,
+        "healthz_p99_ms": 20.0,
+        "healthz_max_ms": 30.0,
+        "polls": 40,
+    }
+    bodies.data = {
+        "clients": 8,
+        "mib": 15.0,
+        "scenarios": [
+            {"scenario": "unauthenticated", **scenario},
+            {"scenario": "valid-token", **scenario, "answers": {"0": 1, "422": 7}},
+        ],
+    }
+    board = report.Step("dashboard", ["python", "-m", "bench.load.dashboard"], rc=0)
+    page = {"kb": 2.0, "first_ms": 90.0, "max_ms": 260.0, "cpu_ms": 10.0}
+    board.data = {
+        "participants": 100,
+        "rounds": 50,
+        "repeat": 15,
+        "database": "sqlite",
+        "pages": [{"page": "federation", "median_ms": 250.0, **page}],
+    }
+    steps.update(bodies=bodies, dashboard=board)
+    text = _render(steps)
+    assert "| unauthenticated | 200 | 270 | 70 | 401 x8 | 5.0 | 20.0 | 30.0 | 40 |" in text
+    assert "| valid-token | 200 | 270 | 70 | reset x1, 422 x7 |" in text
+    assert "- unauthenticated: RSS rise 70 MiB (target < 64), /healthz p99 20.0 ms" in text
+    assert "(target < 100): missed" in text
+    assert "- valid-token: RSS rise 70 MiB (target < 256): met" in text
+    assert "| federation | 2.0 | 90.0 | 250.0 | 260.0 | 10.0 |" in text
+    assert "Worst median 250.0 ms: target met." in text
+    section = text.split("## Re-randomized distances")[1].split("##")[0]
+    assert "Not part of this run." in section  # no step of that name in this render
+
+
+def test_cuda_section_copies_the_device_record_one_level_down(tmp_path: Path) -> None:
+    record = tmp_path / "cuda.md"
+    record.write_text("# Title\n\nprose\n\n## H200, 240 images\n\n| a |\n|---|\n| 1 |\n")
+    lines = report.cuda_section(record)
+    assert lines[0].startswith("Not measured by this run")
+    assert lines[2:] == ["### H200, 240 images", "", "| a |", "|---|", "| 1 |"]
+    assert report.cuda_section(tmp_path / "none.md") == ["No CUDA figures: none.md does not exist."]
