@@ -32,8 +32,9 @@ _RERANDOMIZE = (
     "T + 1 + D contributors also send every recipient a sealed zero-sharing of at most "
     "N * 2 max_clusters + max_clusters (max_clusters - 1) / 2 elements (a 32-byte seed to the "
     "recipients at the code's first 2 T_c points), so the coordinator sees only the "
-    "distances, not the rest of the degree-2 polynomial. Costs sharing traffic at the worst "
-    "case (8 clusters): about +0.03 GiB per round at N = 100, +5.7 GiB at N = 1,000."
+    "distances, not the rest of the degree-2 polynomial. Costs sharing traffic that grows as "
+    "K N c per round (K contributors, c recipients); measured in "
+    "docs/results/performance.md, section Re-randomized distances."
 )
 
 AUTO_RERANDOMIZE_MAX_BYTES = 4 * 2**20
