@@ -80,12 +80,17 @@ case "$job" in
     test)
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
-        # Two workers on the 2-core machine (pytest-xdist; each worker has its own databases);
-        # SECFPP_TEST_WORKERS=0 runs in one process. Slow tests are handed out first, one at a
-        # time (loadgroup; tests/conftest.py orders them), so no long test starts last; an
-        # xdist_group (a module whose expensive fixture its tests share) stays on one worker.
-        # The 25 slowest tests are listed at the end.
-        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --dist loadgroup \
+        # One xdist worker per core and one more (each worker has its own databases): the
+        # process, socket and fault tests spend part of their time waiting, and with only one
+        # worker per core the 2-core machine sat a quarter idle (3 workers: 7.6 min, 2: 8.2).
+        # At most 8 (PostgreSQL's default 100 connections). SECFPP_TEST_WORKERS=N sets it, 0
+        # runs in one process. Slow tests are handed out first, one at a time (loadgroup;
+        # tests/conftest.py orders them), so no long test starts last; an xdist_group (a
+        # module whose expensive fixture its tests share) stays on one worker. The 25 slowest
+        # tests are listed at the end.
+        workers=$(( $(nproc) + 1 ))
+        (( workers > 8 )) && workers=8
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-$workers}" --dist loadgroup \
             --durations=25 "$@"
         ;;
     quick)

@@ -166,7 +166,7 @@ def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iter
     pg: PostgresDatabases = request.getfixturevalue("postgres")
     name = pg.migrated()
     yield pg_url(name)
-    pg.drop(name)
+    pg.recycle(name)
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def pg_db_url(postgres: PostgresDatabases) -> Iterator[str]:
     """A fresh migrated PostgreSQL database (for tests that need a real server)."""
     name = postgres.migrated()
     yield pg_url(name)
-    postgres.drop(name)
+    postgres.recycle(name)
 
 
 @pytest.fixture

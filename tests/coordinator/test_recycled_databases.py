@@ -1,0 +1,86 @@
+"""The suite's PostgreSQL databases are reused: a database a test gave back is emptied to the
+migrated template's state, or dropped when that cannot be proven (tests/support/databases.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from psycopg import sql
+
+from secfpp.coordinator.app import create_app
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import make_settings
+from tests.support.databases import PG_HOST, PG_PORT, PG_USER, PostgresDatabases, pg_url
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def databases(postgres: PostgresDatabases) -> Iterator[PostgresDatabases]:
+    """A pool of its own, so that the recycled database is the one the test checks."""
+    own = PostgresDatabases()
+    yield own
+    own.drop_all()
+
+
+def _connect(name: str) -> psycopg.Connection:
+    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=name, autocommit=True)
+
+
+def _rows(name: str, tables: frozenset[str]) -> dict[str, int]:
+    with _connect(name) as conn:
+        counts = {}
+        for t in tables:
+            query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(*t.split(".")))
+            counts[t] = conn.execute(query).fetchone()[0]  # type: ignore[index]
+        return counts
+
+
+def _use(name: str) -> None:
+    """What a test does: an app on the database, a federation and tokens written, a
+    session left open on it."""
+    app = create_app(make_settings(pg_url(name)), clock=FakeClock())
+    with TestClient(app) as client:
+        body = {"name": "f", "n_participants": 4, "backbone": None, "prompt": {"dim": 8}}
+        created = client.post("/v1/federations", json=body, headers=ADMIN)
+        assert created.status_code == 201, created.text
+        fid = created.json()["id"]
+        issued = client.post(f"/v1/federations/{fid}/enrollment-tokens", json={"count": 2},
+                             headers=ADMIN)  # fmt: skip
+        assert issued.status_code == 201, issued.text
+
+
+def test_a_used_database_comes_back_as_empty_as_a_fresh_copy(
+    databases: PostgresDatabases,
+) -> None:
+    name = databases.migrated()
+    fresh = databases.migrated()  # a copy of the template, never used
+    _use(name)
+    lingering = _connect(name)  # a session a test left open
+    tables = databases._tables
+    assert sum(_rows(name, tables).values()) > 0
+    databases.recycle(name)
+    with pytest.raises(psycopg.OperationalError, match="terminating connection"):
+        lingering.execute("SELECT 1")  # ended by the recycling
+    lingering.close()
+    assert databases.migrated() == name  # reused, not created
+    assert _rows(name, tables) == _rows(fresh, tables) == dict.fromkeys(tables, 0)
+    _use(name)  # ids start again from 1, as in a fresh copy
+    _use(fresh)
+    with _connect(name) as a, _connect(fresh) as b:
+        query = "SELECT id FROM enrollment_tokens ORDER BY id"
+        assert a.execute(query).fetchall() == b.execute(query).fetchall() == [(1,), (2,)]
+
+
+def test_a_database_whose_schema_changed_is_dropped(databases: PostgresDatabases) -> None:
+    name = databases.migrated()
+    with _connect(name) as conn:
+        conn.execute("CREATE TABLE extra (x INTEGER)")
+    databases.recycle(name)
+    assert databases.migrated() != name
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres") as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall()
+    assert found == []
