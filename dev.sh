@@ -88,8 +88,10 @@ case "$job" in
         # tests/conftest.py orders them), so no long test starts last; an xdist_group (a
         # module whose expensive fixture its tests share) stays on one worker. The 25 slowest
         # tests are listed at the end.
-        workers=$(( $(nproc) + 1 ))
+        # (nproc honours OMP_NUM_THREADS, set to 1 above: count the cores without it)
+        workers=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 ))
         (( workers > 8 )) && workers=8
+        export SECFPP_DEFAULT_WORKERS=$workers  # tests/test_suite_layout.py checks it
         "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-$workers}" --dist loadgroup \
             --durations=25 "$@"
         ;;

@@ -102,3 +102,22 @@ def test_slow_is_part_of_the_default_run() -> None:
     assert "default run" in slow
     assert "optional" not in slow
     assert "still" not in slow
+
+
+def test_dev_sh_runs_one_worker_more_than_the_cores() -> None:
+    """``bash dev.sh test`` counts the cores with ``OMP_NUM_THREADS`` set to 1, which GNU
+    ``nproc`` honours: it once ran one worker too few. Checked by running its count."""
+    import os
+    import subprocess
+
+    script = ROOT / "dev.sh"
+    line = next(x for x in script.read_text().splitlines() if "workers=$((" in x)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_THREAD_LIMIT": "1"}
+    done = subprocess.run(
+        ["bash", "-c", f"{line.strip()}; echo $workers"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert int(done.stdout) == len(os.sched_getaffinity(0)) + 1
+    if "SECFPP_DEFAULT_WORKERS" in os.environ and "SECFPP_TEST_WORKERS" not in os.environ:
+        # this run came from dev.sh with its default: as many workers as it computed
+        assert os.environ.get("PYTEST_XDIST_WORKER_COUNT") == os.environ["SECFPP_DEFAULT_WORKERS"]
