@@ -13,7 +13,7 @@ from psycopg import sql
 from secfpp.coordinator.app import create_app
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import make_settings
-from tests.support.databases import PG_HOST, PG_PORT, PG_USER, PostgresDatabases, pg_url
+from tests.support.databases import PostgresDatabases, connect, pg_url
 
 pytestmark = pytest.mark.postgres
 
@@ -26,12 +26,8 @@ def databases(postgres: PostgresDatabases) -> Iterator[PostgresDatabases]:
     own.drop_all()
 
 
-def _connect(name: str) -> psycopg.Connection:
-    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=name, autocommit=True)
-
-
 def _rows(name: str, tables: frozenset[str]) -> dict[str, int]:
-    with _connect(name) as conn:
+    with connect(name) as conn:
         counts = {}
         for t in tables:
             query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(*t.split(".")))
@@ -59,7 +55,7 @@ def test_a_used_database_comes_back_as_empty_as_a_fresh_copy(
     name = databases.migrated()
     fresh = databases.migrated()  # a copy of the template, never used
     _use(name)
-    lingering = _connect(name)  # a session a test left open
+    lingering = connect(name)  # a session a test left open
     tables = databases._tables
     assert sum(_rows(name, tables).values()) > 0
     databases.recycle(name)
@@ -70,17 +66,17 @@ def test_a_used_database_comes_back_as_empty_as_a_fresh_copy(
     assert _rows(name, tables) == _rows(fresh, tables) == dict.fromkeys(tables, 0)
     _use(name)  # ids start again from 1, as in a fresh copy
     _use(fresh)
-    with _connect(name) as a, _connect(fresh) as b:
+    with connect(name) as a, connect(fresh) as b:
         query = "SELECT id FROM enrollment_tokens ORDER BY id"
         assert a.execute(query).fetchall() == b.execute(query).fetchall() == [(1,), (2,)]
 
 
 def test_a_database_whose_schema_changed_is_dropped(databases: PostgresDatabases) -> None:
     name = databases.migrated()
-    with _connect(name) as conn:
+    with connect(name) as conn:
         conn.execute("CREATE TABLE extra (x INTEGER)")
     databases.recycle(name)
     assert databases.migrated() != name
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres") as conn:
+    with connect("postgres") as conn:
         found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall()
     assert found == []

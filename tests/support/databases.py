@@ -24,17 +24,8 @@ def pg_url(database: str) -> str:
 
 def admin_execute(sql: str) -> None:
     """Run ``sql`` on the server's ``postgres`` database (autocommit)."""
-    import psycopg
-
-    with psycopg.connect(
-        host=PG_HOST,
-        port=PG_PORT,
-        user=PG_USER,
-        dbname="postgres",
-        autocommit=True,
-        connect_timeout=3,
-    ) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
+    with connect("postgres") as conn:
+        conn.execute(sql)
 
 
 class PostgresDatabases:
@@ -82,7 +73,7 @@ class PostgresDatabases:
             upgrade(engine)
             engine.dispose()
             self._template = template
-            with _connect(template) as conn:
+            with connect(template) as conn:
                 self._tables, self._revision = _schema(conn)
                 self._order = _emptying_order(conn, self._tables)
                 self._sequences = _sequences(conn)
@@ -98,7 +89,7 @@ class PostgresDatabases:
         proven (its tables or revision differ from the template's, a session would not end,
         the template's tables were not empty, anything failed)."""
         try:
-            with _connect(name) as conn:
+            with connect(name) as conn:
                 same = _schema(conn) == (self._tables, self._revision)
                 if self._order and same and _end_other_sessions(conn, name):
                     with conn.transaction():
@@ -119,7 +110,8 @@ class PostgresDatabases:
             self.drop(name)
 
 
-def _connect(database: str) -> Any:
+def connect(database: str) -> Any:
+    """An autocommit psycopg connection to ``database`` on the test server."""
     import psycopg
 
     return psycopg.connect(
