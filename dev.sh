@@ -76,21 +76,22 @@ fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 job=${1:-}
 shift || true
+# Test workers (test and quick): one xdist worker per core and one more (each worker has its
+# own databases): the process, socket and fault tests spend part of their time waiting, and
+# with only one worker per core the 2-core machine sat a quarter idle (3 workers: 7.6 min,
+# 2: 8.2). At most 8 (PostgreSQL's default 100 connections). SECFPP_TEST_WORKERS=N sets it,
+# 0 runs in one process. (nproc honours OMP_NUM_THREADS, set to 1 above: count the cores
+# without it.)
+workers=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 ))
+(( workers > 8 )) && workers=8
 case "$job" in
     test)
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
-        # One xdist worker per core and one more (each worker has its own databases): the
-        # process, socket and fault tests spend part of their time waiting, and with only one
-        # worker per core the 2-core machine sat a quarter idle (3 workers: 7.6 min, 2: 8.2).
-        # At most 8 (PostgreSQL's default 100 connections). SECFPP_TEST_WORKERS=N sets it, 0
-        # runs in one process. Slow tests are handed out first, one at a time (loadgroup;
-        # tests/conftest.py orders them), so no long test starts last; an xdist_group (a
-        # module whose expensive fixture its tests share) stays on one worker. The 25 slowest
-        # tests are listed at the end.
-        # (nproc honours OMP_NUM_THREADS, set to 1 above: count the cores without it)
-        workers=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 ))
-        (( workers > 8 )) && workers=8
+        # Slow tests are handed out first, one at a time (loadgroup; tests/conftest.py
+        # orders them), so no long test starts last; an xdist_group (a module whose
+        # expensive fixture its tests share) stays on one worker. The 25 slowest tests are
+        # listed at the end.
         export SECFPP_DEFAULT_WORKERS=$workers  # tests/test_suite_layout.py checks it
         "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-$workers}" --dist loadgroup \
             --durations=25 "$@"
@@ -99,7 +100,7 @@ case "$job" in
         # The inner loop: lint, types and every test not marked slow, on SQLite only.
         "$VENV/bin/ruff" check .
         "$VENV/bin/mypy"
-        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-2}" --dist loadgroup \
+        "$VENV/bin/python" -m pytest -n "${SECFPP_TEST_WORKERS:-$workers}" --dist loadgroup \
             -m "not slow and not postgres" -q --durations=10 "$@"
         ;;
     demo)

@@ -412,12 +412,14 @@ CUDA_RECORD = ROOT / "docs" / "results" / "cuda.md"
 
 
 def cuda_section(record: Path = CUDA_RECORD) -> list[str]:
-    """The participant's step on CUDA. The report runs on machines without a GPU, so this
+    """The participant's step on CUDA. The report times the CPU paths (its machine usually has
+    no GPU, and a lent GPU machine's time is too short for the whole report), so this
     section copies the tables that ``bench.participant.cuda`` wrote on lent GPU machines
     (``record``: their output, unedited, each with its card, driver and date), one heading
     level down; without the record it says so."""
     intro = (
-        "Not measured by this run (it needs a CUDA device; the machine above has none). "
+        "Not timed by this run (it times the CPU paths; the CUDA path is timed by its own "
+        "benchmark on a CUDA device). "
         f"Copied unedited from [{record.name}]({record.name}), the output of "
         "`python -m bench.participant.cuda --out FILE` on lent GPU machines, each table with "
         "its card and date:"

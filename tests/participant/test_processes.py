@@ -1,7 +1,7 @@
 """Real processes: a TLS coordinator and 6 participant daemons on loopback.
 
 Three SecFPP rounds on a two-domain synthetic image set (handwritten digits and printed
-letters, 3 participants with 800 images each, 1 local epoch, SecPC from round 1), after
+letters, 3 participants with 300 images each, 1 local epoch, SecPC from round 1), after
 which the two domains are in different clusters. In round 2 one daemon is killed with
 SIGKILL while the round is in progress and started again on its state directory; the
 federation still completes every round, and every process is gone at the end.
@@ -23,7 +23,7 @@ from demo.processes import ProcessGroup
 from demo.run import Deployment
 
 N = 6
-PER_DOMAIN = 2400  # 800 images per participant
+PER_DOMAIN = 900  # 300 images per participant
 
 
 def _data(root: Path) -> list[Path]:
