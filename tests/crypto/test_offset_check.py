@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from secfpp.crypto.errors import OffsetCheckError, ParameterError
+from secfpp.crypto.errors import DecodeError, OffsetCheckError, ParameterError
 from secfpp.crypto.field import PrimeField
 from secfpp.crypto.lcc import LagrangeCode
-from secfpp.crypto.params import FieldSpec
+from secfpp.crypto.params import CryptoParams, FieldSpec
 from secfpp.crypto.quantize import dequantize, quantize
 from secfpp.crypto.rerandomize import (
     CHALLENGE_SIZE,
@@ -272,3 +272,22 @@ def test_sum_and_checks_equal_python_integers(
     want_total = [sum(int(contributions[int(i)][o]) for i in order) % prime for o in range(m)]
     assert checks.tolist() == want_checks
     assert total.tolist() == want_total
+
+
+@pytest.mark.parametrize("n", [12, 24, 100, 1000])
+def test_check_values_cannot_name_an_inconsistent_sender_at_the_default_sizes(n: int) -> None:
+    """docs/protocol.md section 4, "What `rejected` proves": a contributor's check values
+    that disagree at more than ``T`` recipients would prove its sharing inconsistent, but one
+    column decodes at most ``e = floor((n - R) / 2)`` errors and ``e < T`` at every default
+    size, so the ``T`` colluding recipients alone can make an honest contributor's column
+    undecodable. Naming the sender from the checks would let them frame it."""
+    params = CryptoParams.for_federation(n)
+    code, colluders = params.clustering_lcc(), params.colluders
+    capacity = (code.n - code.recovery_threshold(2)) // 2
+    assert capacity < colluders
+    honest = ZeroSharing(code).contribute(1, DeterministicRandom(f"framed|{n}"))
+    framed = honest.copy()
+    framed[:colluders] = (framed[:colluders] + 1) % code.field.prime  # the colluders' values
+    assert code.decode({j: honest[j] for j in range(code.n)}, degree=2).rejected == ()
+    with pytest.raises(DecodeError):
+        code.decode({j: framed[j] for j in range(code.n)}, degree=2)
