@@ -15,6 +15,7 @@ from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.protocol import close_sharing
 from secfpp.coordinator.rounds.rerandomization import (
     designate,
+    dropouts_of,
     minimum_contributors,
     sharing_dropouts,
 )
@@ -22,6 +23,7 @@ from secfpp.coordinator.rounds.state import RoundState
 from secfpp.coordinator.rounds.views import envelope_specs
 from secfpp.crypto.clustering import Membership
 from secfpp.crypto.params import CryptoParams
+from secfpp.crypto.rerandomize import contributors_wanted
 from secfpp.federation import FederationConfig, FederationCreate
 from tests.support.coordinator import federation_request
 
@@ -136,3 +138,35 @@ def test_a_convicted_participant_is_no_contributor_of_the_request() -> None:
     assert refs is not None
     assert refs.contributors is not None
     assert not {0, 1} & set(refs.contributors)
+
+
+def test_contributors_drawn_like_the_committee_would_be_a_tenth_at_n_1000() -> None:
+    """docs/protocol.md section 9 (the re-randomization default above N = 495): contributors
+    drawn from the round's beacon, as the committee is, would need only a sample ``k`` whose
+    colluders exceed ``t_k`` with probability below ``2**-40`` (the committee's bound) and
+    that keeps ``t_k + 1`` after its ``D_k`` tolerated sharing dropouts: 47 at N = 1,000
+    (``t_k`` = 34, ``D_k`` = 12) instead of the ``T + 1 + D`` = 500 any-subset rule."""
+    from fractions import Fraction
+
+    from secfpp.crypto.committee import (
+        SECURITY_BITS,
+        plan_committee,
+        population_colluders,
+        tail_probability,
+    )
+
+    n = 1000
+    plan = plan_committee(n, collusion_fraction=0.25, dropout_fraction=0.25)
+    colluders = population_colluders(n, 0.25)
+    missing = plan.size - plan.clustering_code.threshold(2)
+    assert (plan.size, colluders) == (379, 250)
+    assert contributors_wanted(n, colluders, dropouts_of(n, missing, plan.size)) == 500
+
+    def sampled(k: int) -> tuple[int, int] | None:
+        bound = Fraction(1, 2**SECURITY_BITS)
+        t = next(t for t in range(k + 1) if tail_probability(n, colluders, k, t) < bound)
+        d = dropouts_of(k, missing, plan.size)
+        return (t, d) if t + 1 + d <= k else None
+
+    k = next(k for k in range(2, n + 1) if sampled(k) is not None)
+    assert (k, sampled(k)) == (47, (34, 12))
