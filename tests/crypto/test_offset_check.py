@@ -278,8 +278,8 @@ def test_sum_and_checks_equal_python_integers(
 def test_check_values_cannot_name_an_inconsistent_sender_at_the_default_sizes(n: int) -> None:
     """docs/protocol.md section 4, "What `rejected` proves": a contributor's check values
     that disagree at more than ``T`` recipients would prove its sharing inconsistent, but one
-    column decodes at most ``e = floor((n - R) / 2)`` errors and ``e < T`` at every default
-    size, so the ``T`` colluding recipients alone can make an honest contributor's column
+    column decodes at most ``e = floor((n - R) / 2)`` errors and ``e < T`` at the default
+    sizes, so the ``T`` colluding recipients alone can make an honest contributor's column
     undecodable. Naming the sender from the checks would let them frame it."""
     params = CryptoParams.for_federation(n)
     code, colluders = params.clustering_lcc(), params.colluders
@@ -291,3 +291,23 @@ def test_check_values_cannot_name_an_inconsistent_sender_at_the_default_sizes(n:
     assert code.decode({j: honest[j] for j in range(code.n)}, degree=2).rejected == ()
     with pytest.raises(DecodeError):
         code.decode({j: framed[j] for j in range(code.n)}, degree=2)
+
+
+def test_a_column_corrects_fewer_errors_than_colluders_but_at_n_7_and_11() -> None:
+    """The same comparison over every default size N = 3 .. 1,000 (all-to-all codes) and the
+    committee of N = 1,000 (``e`` = 47 against its ``T_c`` = 142): only N = 7 and 11 have
+    ``e = T`` (1 and 2)."""
+    from secfpp.crypto.committee import committee_threshold, plan_committee
+
+    equal = []
+    for n in range(3, 1001):
+        params = CryptoParams.for_federation(n)
+        code = params.clustering_lcc()
+        capacity = (code.n - code.recovery_threshold(2)) // 2
+        assert capacity <= params.colluders, n
+        if capacity == params.colluders:
+            equal.append((n, capacity))
+    assert equal == [(7, 1), (11, 2)]
+    plan = plan_committee(1000, collusion_fraction=0.25, dropout_fraction=0.25)
+    capacity = (plan.size - plan.clustering_code.threshold(2)) // 2
+    assert (plan.size, capacity, committee_threshold(plan.size, 0.25)[0]) == (379, 47, 142)
