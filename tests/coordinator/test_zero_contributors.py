@@ -162,8 +162,9 @@ def test_contributors_drawn_like_the_committee_would_be_a_tenth_at_n_1000() -> N
     assert (plan.size, colluders) == (379, 250)
     assert contributors_wanted(n, colluders, dropouts_of(n, missing, plan.size)) == 500
 
+    bound = Fraction(1, 2**SECURITY_BITS)  # committee_size's test, crypto.committee._safe
+
     def sampled(k: int) -> tuple[int, int] | None:
-        bound = Fraction(1, 2**SECURITY_BITS)
         t = next(t for t in range(k + 1) if tail_probability(n, colluders, k, t) < bound)
         d = dropouts_of(k, missing, plan.size)
         return (t, d) if t + 1 + d <= k else None

@@ -19,6 +19,7 @@ from secfpp.crypto.field import PrimeField
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.params import CryptoParams, FieldSpec
 from secfpp.crypto.quantize import dequantize, quantize
+from secfpp.crypto.reed_solomon import ReedSolomonCode
 from secfpp.crypto.rerandomize import (
     CHALLENGE_SIZE,
     ZeroSharing,
@@ -274,6 +275,14 @@ def test_sum_and_checks_equal_python_integers(
     assert total.tolist() == want_total
 
 
+def _column_capacity(points: int, threshold: int) -> int:
+    """Wrong values one column of ``points`` decodes past: the decoder's
+    :attr:`~crypto.reed_solomon.ReedSolomonCode.max_errors` for that code (it depends on the
+    number of points and ``R`` only, not on the field or the points' values)."""
+    field = PrimeField(2**61 - 1)
+    return ReedSolomonCode(field, tuple(range(1, points + 1)), threshold).max_errors
+
+
 @pytest.mark.parametrize("n", [12, 24, 100, 1000])
 def test_check_values_cannot_name_an_inconsistent_sender_at_the_default_sizes(n: int) -> None:
     """docs/protocol.md section 4, "What `rejected` proves": a contributor's check values
@@ -283,8 +292,7 @@ def test_check_values_cannot_name_an_inconsistent_sender_at_the_default_sizes(n:
     undecodable. Naming the sender from the checks would let them frame it."""
     params = CryptoParams.for_federation(n)
     code, colluders = params.clustering_lcc(), params.colluders
-    capacity = (code.n - code.recovery_threshold(2)) // 2
-    assert capacity < colluders
+    assert _column_capacity(code.n, code.recovery_threshold(2)) < colluders
     honest = ZeroSharing(code).contribute(1, DeterministicRandom(f"framed|{n}"))
     framed = honest.copy()
     framed[:colluders] = (framed[:colluders] + 1) % code.field.prime  # the colluders' values
@@ -303,11 +311,11 @@ def test_a_column_corrects_fewer_errors_than_colluders_but_at_n_7_and_11() -> No
     for n in range(3, 1001):
         params = CryptoParams.for_federation(n)
         code = params.clustering_lcc()
-        capacity = (code.n - code.recovery_threshold(2)) // 2
+        capacity = _column_capacity(code.n, code.recovery_threshold(2))
         assert capacity <= params.colluders, n
         if capacity == params.colluders:
             equal.append((n, capacity))
     assert equal == [(7, 1), (11, 2)]
     plan = plan_committee(1000, collusion_fraction=0.25, dropout_fraction=0.25)
-    capacity = (plan.size - plan.clustering_code.threshold(2)) // 2
+    capacity = _column_capacity(plan.size, plan.clustering_code.threshold(2))
     assert (plan.size, capacity, committee_threshold(plan.size, 0.25)[0]) == (379, 47, 142)
