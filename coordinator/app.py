@@ -24,7 +24,15 @@ from secfpp.coordinator.api.body import BodyBudget, RequestBodyGuard
 from secfpp.coordinator.api.docs import install_offline_docs
 from secfpp.coordinator.api.openapi import build_openapi
 from secfpp.coordinator.api.problems import install_problem_handlers
-from secfpp.coordinator.api.routes import admin, lifecycle, lists, ops, participants, tokens
+from secfpp.coordinator.api.routes import (
+    admin,
+    lifecycle,
+    lists,
+    ops,
+    participants,
+    shared_routes,
+    tokens,
+)
 from secfpp.coordinator.auth.ratelimit import ClientLimits
 from secfpp.coordinator.dashboard import install_dashboard
 from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
@@ -109,17 +117,23 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     app.state.body_budget = BodyBudget(settings.body_budget_bytes)
     # Routes read settings from app.state (coordinator.api.deps.app_settings), never
     # through dependency_overrides: with any override installed FastAPI re-analyses
-    # every dependency's signature on every request (about 7 % of the CPU under load).
+    # every dependency's signature on every request (about 7 % of the CPU under load),
+    # and the route table is shared by every app of the process (shared_routes), which
+    # overrides would not reach.
     install_problem_handlers(app)
     install_outage_handlers(app)
     app.add_middleware(RequestBodyGuard, max_bytes=settings.max_body_bytes)
-    app.include_router(lists.router)
-    app.include_router(admin.router)
-    app.include_router(lifecycle.router)
-    app.include_router(tokens.router)
-    app.include_router(participants.enroll_router)
-    app.include_router(participants.router)
-    app.include_router(ops.router)
+    app.router.routes.extend(
+        shared_routes(
+            lists.router,
+            admin.router,
+            lifecycle.router,
+            tokens.router,
+            participants.enroll_router,
+            participants.router,
+            ops.router,
+        )
+    )
     install_dashboard(app)
     install_offline_docs(app)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

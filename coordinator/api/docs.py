@@ -10,6 +10,7 @@ anything from outside.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import fastapi_offline
@@ -31,9 +32,11 @@ REDOC_JS_URL = "/docs-offline/redoc.standalone.js"
 REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 
 
+@functools.cache
 def _redoc_without_cdn() -> bytes:
     """ReDoc's bundle with the "API docs by Redocly" logo, the only asset it fetches from
-    a CDN, pointed at the app's own favicon (a path relative to the ``/redoc`` page)."""
+    a CDN, pointed at the app's own favicon (a path relative to the ``/redoc`` page);
+    read once per process."""
     bundle = (ASSETS_DIR / "redoc.standalone.js").read_bytes()
     local = f"{ASSETS_URL.lstrip('/')}/favicon.png".encode()
     return bundle.replace(REDOC_CDN_LOGO.encode(), local)

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from secfpp.coordinator.api.routes import shared_routes
 from secfpp.coordinator.auth.dashboard_sessions import DashboardAuthError
 from secfpp.coordinator.dashboard.routes import FRAGMENTS, PREFIX, links_router, router, templates
 
@@ -70,8 +71,7 @@ def _auth_failed(request: Request, exc: Exception) -> Response:
 
 def install_dashboard(app: FastAPI) -> None:
     """Mount the dashboard on ``app`` (see the module docstring)."""
-    app.include_router(router)
-    app.include_router(links_router)
+    app.router.routes.extend(shared_routes(router, links_router))
     app.mount(
         PREFIX + "/static",
         StaticFiles(directory=Path(__file__).parent / "static"),
