@@ -23,14 +23,17 @@ coordinator free to regroup members could name whatever reference sets it liked)
    (:func:`crypto.split_rule.far_members`), and the best two-means cut of the ``f``
    (both parts of at least ``min_aggregation_size``, outliers trimmed,
    :func:`crypto.split_rule.best_cut`) is tested against the fitted null of one Gaussian
-   group (:func:`crypto.split_rule.split_p_value`, ``null_draws`` public draws keyed by
-   ``salt`` and the cluster id): it passes when its p-value is at most
-   ``false_split_rate``. Clusters in ``frozen`` (a split of theirs was undone lately,
+   group (:func:`crypto.split_rule.split_p_value`, public draws keyed by ``salt`` and the
+   cluster id): it passes when its p-value is at most the level of the cluster's ``k``-th
+   test, :func:`split_level` ``false_split_rate / (k (k + 1))``, so that a cluster of one
+   group splits with probability at most ``false_split_rate`` over all its tests (the
+   count is :attr:`Membership.tests`). Clusters in ``frozen`` (a split of theirs was undone lately,
    :mod:`crypto.split_review`) are tested but do not split. Of the passing clusters the
-   one with the least p-value (then the least ``W2 / W1``) splits: the smaller part
-   becomes the new cluster (equal parts: the one without the lowest participant id, so
-   the outcome does not depend on the probe drawn). ``W2 / W1`` and the p-value of every
-   tested cluster are recorded in :attr:`StepResult.split_ratios` and
+   one with the least p-value relative to its level (then the least ``W2 / W1``) splits:
+   the smaller part becomes the new cluster (equal parts: the one without the lowest
+   participant id, so the outcome does not depend on the probe drawn). ``W2 / W1``, the
+   p-value and the level of every tested cluster are recorded in
+   :attr:`StepResult.split_ratios`, :attr:`StepResult.split_levels` and
    :attr:`StepResult.split_p_values`;
 3. **merge** (only in a round without a split): an undo (``undo = (parent, child)``,
    decided by :mod:`crypto.split_review` from the members' reported accuracy) merges the
@@ -68,6 +71,7 @@ follow it if it merges).
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -81,6 +85,7 @@ from secfpp.crypto.secpc import Distances, ReferenceSets
 from secfpp.crypto.split_rule import split_p_value
 
 __all__ = [
+    "MAX_NULL_DRAWS",
     "ClusteringConfig",
     "Membership",
     "Merge",
@@ -88,7 +93,9 @@ __all__ = [
     "StepResult",
     "inherit_prompts",
     "initial_probe",
+    "null_draws_for",
     "secpc_step",
+    "split_level",
 ]
 
 
@@ -99,16 +106,42 @@ group is often clean, and two small halves of one group are not merged back (the
 centres are farther apart than their spreads)."""
 
 
+MAX_NULL_DRAWS = 9999
+"""The most null clusters one split test draws. A test whose level needs more
+(:func:`null_draws_for`) is not made: the cluster's false-split budget is spent (with
+``false_split_rate`` 0.05, after 15 tests without a split)."""
+
+
+def split_level(false_split_rate: float, test: int) -> float:
+    """``alpha_k = alpha / (k (k + 1))``, the level of a cluster's ``k``-th split test
+    (``k >= 1``): ``sum_k alpha_k = alpha`` (a telescoping sum), so a cluster of one group
+    splits with probability at most ``alpha`` however many rounds it is tested (a union
+    bound over its tests; each test is exact at its level). The first test gets
+    ``alpha / 2``, the second ``alpha / 6``, the sixth ``alpha / 42``."""
+    if test < 1:
+        raise ParameterError("test", f"must be >= 1, not {test}")
+    return false_split_rate / (test * (test + 1))
+
+
+def null_draws_for(level: float, minimum: int) -> int:
+    """Null clusters for a test at ``level``: at least ``minimum`` and enough that a
+    passing p-value leaves two null ratios at or below the observed one
+    (``B + 1 = max(minimum + 1, ceil(2 / level))``)."""
+    return max(minimum, math.ceil(2.0 / level - 1e-9) - 1)
+
+
 @dataclass(frozen=True)
 class ClusteringConfig:
     """Factors of the clustering step (module docstring).
 
     Attributes:
-        false_split_rate: ``alpha``, the probability that one tested cluster of a single
-            Gaussian group splits (:func:`crypto.split_rule.split_p_value`): a cluster
-            splits when its cut's p-value is at most this. Per tested cluster and round.
-        null_draws: ``B``, null clusters drawn per test; ``alpha (B + 1)`` should be an
-            integer (then the rate is exact).
+        false_split_rate: ``alpha``, a bound on the probability that a cluster of a single
+            Gaussian group *ever* splits, over all the tests it is given: its ``k``-th test
+            passes at level :func:`split_level` ``alpha / (k (k + 1))``, and these sum to
+            ``alpha`` (:func:`crypto.split_rule.split_p_value` is exact at each level).
+        null_draws: ``B``, the fewest null clusters a test draws; a test at a level below
+            ``2 / (B + 1)`` draws :func:`null_draws_for` that level (a curtailed test:
+            few unless the cluster is about to split).
         merge_factor: merge two clusters whose centres are closer than this times their
             mean median spread.
         min_aggregation_size: smallest cluster a split may create.
@@ -120,7 +153,7 @@ class ClusteringConfig:
             (:func:`crypto.split_rule.best_cut`).
     """
 
-    false_split_rate: float = 0.01
+    false_split_rate: float = 0.05
     null_draws: int = 199
     merge_factor: float = 1.0
     min_aggregation_size: int = 3
@@ -191,6 +224,9 @@ class Membership:
             step whose accuracy review is pending (:mod:`crypto.split_review`).
         frozen: ``(cluster id, last round)``: clusters that may not split up to and
             including that round (a split of theirs was undone).
+        tests: ``(cluster id, split tests made)``: how much of its false-split budget
+            each cluster has spent (:func:`split_level`); absent means none. A split
+            starts both its parts afresh; a merge keeps the larger count.
     """
 
     clusters: tuple[tuple[int, tuple[int, ...]], ...]
@@ -198,6 +234,7 @@ class Membership:
     next_id: int = 1
     watches: tuple[tuple[int, int, int], ...] = ()
     frozen: tuple[tuple[int, int], ...] = ()
+    tests: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         seen: set[int] = set()
@@ -215,6 +252,15 @@ class Membership:
         probed = [c for c, _ in self.probes]
         if len(probed) != len(set(probed)) or not set(probed) <= set(ids):
             raise ParameterError("probes", "at most one probe per existing cluster")
+        counted = [c for c, _ in self.tests]
+        if counted != sorted(set(counted)) or not set(counted) <= set(ids):
+            raise ParameterError("tests", "one sorted count per existing cluster")
+        if any(k < 0 for _, k in self.tests):
+            raise ParameterError("tests", "counts must be >= 0")
+
+    def tests_made(self, cluster: int) -> int:
+        """Split tests ``cluster`` has had (see :attr:`tests`)."""
+        return dict(self.tests).get(cluster, 0)
 
     @classmethod
     def initial(cls, participants: Iterable[int]) -> Membership:
@@ -291,6 +337,8 @@ class Membership:
             out["watches"] = [list(w) for w in self.watches]
         if self.frozen:
             out["frozen"] = [list(f) for f in self.frozen]
+        if self.tests:
+            out["tests"] = [list(t) for t in self.tests]
         return out
 
     @classmethod
@@ -303,6 +351,7 @@ class Membership:
             next_id=int(data["next_id"]),
             watches=tuple((int(p), int(c), int(r)) for p, c, r in data.get("watches", [])),
             frozen=tuple((int(c), int(r)) for c, r in data.get("frozen", [])),
+            tests=tuple((int(c), int(k)) for c, k in data.get("tests", [])),
         )
 
 
@@ -332,7 +381,8 @@ class StepResult:
     """Outcome of :func:`secpc_step`.
 
     ``split_ratios``: ``W2 / W1`` of every tested cluster; ``split_p_values``: its
-    p-value against the fitted null. ``Split.p_value`` decided the split.
+    p-value against the fitted null; ``split_levels``: the level it had to reach
+    (:func:`split_level`). ``Split.p_value`` decided the split.
     """
 
     membership: Membership
@@ -341,6 +391,7 @@ class StepResult:
     merges: tuple[Merge, ...] = ()
     split_ratios: dict[int, float] = field(default_factory=dict)
     split_p_values: dict[int, float] = field(default_factory=dict)
+    split_levels: dict[int, float] = field(default_factory=dict)
 
 
 def _argmin_cluster(row: NDArray[np.float64], ids: list[int]) -> int:
@@ -385,9 +436,10 @@ def _split_candidate(
     groups: Mapping[int, list[int]],
     config: ClusteringConfig,
     seed: str,
+    level: float,
 ) -> tuple[float, float, _Candidate | None]:
-    """The split rule of cluster ``c`` along its probe (module doc, step 2): the best
-    cut's ``W2 / W1``, its p-value, and the split it would make if it passes."""
+    """The split rule of cluster ``c`` along its probe (module doc, step 2) at ``level``:
+    the best cut's ``W2 / W1``, its p-value, and the split it would make if it passes."""
     refs = distances.refs
     col = [cid for cid, _ in refs.clusters].index(c)
     probe_col = len(refs.clusters) + [cid for cid, _ in refs.probes].index(c)
@@ -399,17 +451,18 @@ def _split_candidate(
         D[rows, col],
         D[rows, probe_col],
         np.isin(members, probe),
-        draws=config.null_draws,
+        draws=null_draws_for(level, config.null_draws),
         seed=seed,
         min_size=config.min_aggregation_size,
         max_trim=config.max_trim,
         trim_factor=config.trim_factor,
+        level=level,
     )
     cut = test.cut
     high = {members[n] for n in cut.high}
     still = set(groups.get(c, []))
     high_part, low_part = sorted(still & high), sorted(still - high)
-    passes = test.p_value <= config.false_split_rate
+    passes = test.p_value <= level * (1 + 1e-9)  # 2 / 240 against 0.05 / 6: equal
     if not passes or min(len(high_part), len(low_part)) < config.min_aggregation_size:
         return cut.ratio, test.p_value, None
     if len(high_part) != len(low_part):
@@ -451,28 +504,58 @@ def _spread_merge(
 def _test_splits(
     distances: Distances,
     groups: dict[int, list[int]],
+    membership: Membership,
     config: ClusteringConfig,
     salt: str | None,
     frozen: frozenset[int],
-) -> tuple[dict[int, float], dict[int, float], _Candidate | None]:
-    """Step 2, the test: ``W2/W1`` and the p-value of every cluster with a probe axis, and
-    the most significant passing cut of a cluster that may split (least ``(p, W2/W1)``)."""
+) -> tuple[dict[int, float], dict[int, float], dict[int, float], _Candidate | None]:
+    """Step 2, the test: ``W2/W1``, the p-value and the level (:func:`split_level` of the
+    cluster's next test) of every cluster with a probe axis and budget left, and the most
+    significant passing cut of a cluster that may split (least ``(p / level, W2/W1)``)."""
     ratios: dict[int, float] = {}
     p_values: dict[int, float] = {}
+    levels: dict[int, float] = {}
     best: _Candidate | None = None
+    best_key = (math.inf, math.inf)
     sizes = {c: len(m) for c, m in distances.refs.clusters}
     for c, probe in distances.refs.probes:
         if not 2 <= len(probe) <= sizes[c] - 2:
             continue  # no axis to measure
+        level = split_level(config.false_split_rate, membership.tests_made(c) + 1)
+        if null_draws_for(level, config.null_draws) > MAX_NULL_DRAWS:
+            continue  # its false-split budget is spent
         seed = f"{'unsalted' if salt is None else salt}|{c}"
         ratios[c], p_values[c], candidate = _split_candidate(
-            distances, c, probe, groups, config, seed
+            distances, c, probe, groups, config, seed, level
         )
+        levels[c] = level
         if candidate is None or c in frozen:
             continue
-        if best is None or (candidate.p_value, candidate.ratio) < (best.p_value, best.ratio):
-            best = candidate
-    return ratios, p_values, best
+        key = (candidate.p_value / level, candidate.ratio)
+        if key < best_key:
+            best, best_key = candidate, key
+    return ratios, p_values, levels, best
+
+
+def _tests_after(
+    membership: Membership,
+    tested: Iterable[int],
+    splits: Iterable[Split],
+    merges: Iterable[Merge],
+    live: Iterable[int],
+) -> tuple[tuple[int, int], ...]:
+    """:attr:`Membership.tests` after this step: one more for each cluster tested while it
+    could split; both parts of a split start afresh; a merge keeps the larger count."""
+    counts = dict(membership.tests)
+    for c in tested:
+        counts[c] = counts.get(c, 0) + 1
+    for s in splits:
+        counts.pop(s.parent, None)
+        counts.pop(s.child, None)
+    for m in merges:
+        counts[m.kept] = max(counts.get(m.kept, 0), counts.pop(m.removed, 0))
+    alive = set(live)
+    return tuple(sorted((c, k) for c, k in counts.items() if k > 0 and c in alive))
 
 
 def _apply_split(
@@ -518,13 +601,16 @@ def secpc_step(
     The result differs from ``membership`` by at most one split or one merge (and new
     participants joining), the change participants accept next round
     (:func:`crypto.refset_rules.check_membership_change`); its probes are empty (the next
-    round draws them from its beacon). Its ``watches`` and ``frozen`` are empty: the
-    accuracy review keeps them (:func:`crypto.split_review.advance`).
+    round draws them from its beacon). Its ``tests`` count the split tests each cluster
+    has had; its ``watches`` and ``frozen`` are empty: the accuracy review keeps them
+    (:func:`crypto.split_review.advance`).
     """
     assignment, groups = _assign(distances, membership)
     if undo is not None and not (undo[0] in groups and undo[1] in groups):
         raise ParameterError("undo", f"clusters {undo} must both exist to be merged back")
-    ratios, p_values, best_split = _test_splits(distances, groups, config, salt, frozen)
+    ratios, p_values, levels, best_split = _test_splits(
+        distances, groups, membership, config, salt, frozen
+    )
     next_id = membership.next_id
     splits: list[Split] = []
     if undo is None and best_split is not None and len(groups) < config.max_clusters:
@@ -543,8 +629,13 @@ def secpc_step(
 
     # 4. drop empty clusters.
     clusters = tuple((c, tuple(sorted(m))) for c, m in sorted(groups.items()) if m)
-    new_membership = Membership(clusters, (), next_id)
-    return StepResult(new_membership, assignment, tuple(splits), tuple(merges), ratios, p_values)
+    tests = _tests_after(
+        membership, (c for c in levels if c not in frozen), splits, merges, (c for c, _ in clusters)
+    )
+    new_membership = Membership(clusters, (), next_id, tests=tests)
+    return StepResult(
+        new_membership, assignment, tuple(splits), tuple(merges), ratios, p_values, levels
+    )
 
 
 def inherit_prompts(

@@ -83,6 +83,7 @@ set aside. The cut is computed once, so trimming adds no second test. Two groups
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,6 +94,7 @@ from secfpp.crypto.rng import DeterministicRandom
 
 __all__ = [
     "MAX_NULL_DIMENSION",
+    "NULL_BLOCK",
     "Cut",
     "SplitTest",
     "axis_projections",
@@ -344,6 +346,45 @@ def effective_dimension(d_centre: NDArray[np.float64]) -> int:
     return int(min(max(round(2.0 * mean * mean / var), 1), MAX_NULL_DIMENSION))
 
 
+NULL_BLOCK = 256
+"""Null clusters drawn per block: the first block is keyed by the test's seed alone (so a
+test of at most this many draws has the draws it always had), block ``j >= 1`` by
+``seed|j``; memory stays bounded by one block however many draws a test asks for."""
+
+
+def _null_stream(
+    in_probe: NDArray[np.bool_],
+    dimension: int,
+    *,
+    draws: int,
+    seed: str,
+    min_size: int,
+    max_trim: int,
+    trim_factor: float,
+) -> Iterator[float]:
+    """``W2 / W1`` of null clusters one at a time, in blocks of :data:`NULL_BLOCK`."""
+    n = in_probe.shape[0]
+    for start in range(0, draws, NULL_BLOCK):
+        size = min(NULL_BLOCK, draws - start)
+        key = seed if start == 0 else f"{seed}|{start // NULL_BLOCK}"
+        points = DeterministicRandom(f"secfpp-split-null|{key}").standard_normal(
+            (size, n, dimension)
+        )
+        centre = points.mean(axis=1, keepdims=True)
+        probe = points[:, in_probe, :].mean(axis=1, keepdims=True)
+        d_centre = ((points - centre) ** 2).sum(axis=2)
+        d_probe = ((points - probe) ** 2).sum(axis=2)
+        for k in range(size):
+            yield cluster_cut(
+                d_centre[k],
+                d_probe[k],
+                in_probe,
+                min_size=min_size,
+                max_trim=max_trim,
+                trim_factor=trim_factor,
+            ).ratio
+
+
 def null_ratios(
     in_probe: NDArray[np.bool_],
     dimension: int,
@@ -357,31 +398,29 @@ def null_ratios(
     """``W2 / W1`` of ``draws`` null clusters (module doc), shape ``(draws,)``.
 
     Each null cluster is ``n = len(in_probe)`` independent ``N(0, I_dimension)`` points
-    (from :class:`~crypto.rng.DeterministicRandom` keyed by ``seed``: the same seed gives
-    the same ratios everywhere); its exact squared distances to its centre and to the
-    centre of the members marked ``in_probe`` go through :func:`cluster_cut`.
+    (from :class:`~crypto.rng.DeterministicRandom` keyed by ``seed`` and the block,
+    :data:`NULL_BLOCK`: the same seed gives the same ratios everywhere); its exact squared
+    distances to its centre and to the centre of the members marked ``in_probe`` go
+    through :func:`cluster_cut`.
     """
-    n = in_probe.shape[0]
+    _check_null(draws, dimension)
+    stream = _null_stream(
+        in_probe,
+        dimension,
+        draws=draws,
+        seed=seed,
+        min_size=min_size,
+        max_trim=max_trim,
+        trim_factor=trim_factor,
+    )
+    return np.fromiter(stream, dtype=np.float64, count=draws)
+
+
+def _check_null(draws: int, dimension: int) -> None:
     if draws < 1:
         raise ParameterError("draws", f"must be >= 1, not {draws}")
     if not 1 <= dimension <= MAX_NULL_DIMENSION:
         raise ParameterError("dimension", f"must be in [1, {MAX_NULL_DIMENSION}], not {dimension}")
-    points = DeterministicRandom(f"secfpp-split-null|{seed}").standard_normal((draws, n, dimension))
-    centre = points.mean(axis=1, keepdims=True)
-    probe = points[:, in_probe, :].mean(axis=1, keepdims=True)
-    d_centre = ((points - centre) ** 2).sum(axis=2)
-    d_probe = ((points - probe) ** 2).sum(axis=2)
-    out = np.empty(draws, dtype=np.float64)
-    for k in range(draws):
-        out[k] = cluster_cut(
-            d_centre[k],
-            d_probe[k],
-            in_probe,
-            min_size=min_size,
-            max_trim=max_trim,
-            trim_factor=trim_factor,
-        ).ratio
-    return out
 
 
 @dataclass(frozen=True)
@@ -409,17 +448,29 @@ def split_p_value(
     min_size: int,
     max_trim: int = 2,
     trim_factor: float = 3.0,
+    level: float | None = None,
 ) -> SplitTest:
     """The observed cut of one cluster and its Monte Carlo p-value against the fitted
     null (module doc). Inputs as :func:`probe_coordinates`; ``seed`` must be public and
-    fixed before the distances are known (the round's probe salt and the cluster id)."""
+    fixed before the distances are known (the round's probe salt and the cluster id).
+
+    ``level``: the level the caller will compare the p-value with. The test then stops
+    drawing as soon as it can no longer pass (``h`` null ratios at or below the observed
+    one, ``(1 + h) / (draws + 1) > level``), a curtailed Monte Carlo test: the decision
+    ``p <= level`` is the one all ``draws`` would give, and a stopped test reports the
+    p-value of the ``L`` draws it made, ``(1 + h) / (L + 1)``, which is above ``level``.
+    Under one group the p-value is about uniform, so a test makes about
+    ``level (draws + 1) / p`` draws instead of ``draws``: a large ``draws`` (a small level,
+    :func:`crypto.clustering.split_level`) costs little unless the cluster is about to
+    split. ``None``: every draw is made."""
     cut = cluster_cut(
         d_centre, d_probe, in_probe, min_size=min_size, max_trim=max_trim, trim_factor=trim_factor
     )
     dimension = effective_dimension(d_centre)
+    _check_null(draws, dimension)
     if not cut.high:
         return SplitTest(cut, 1.0, dimension)
-    null = null_ratios(
+    stream = _null_stream(
         in_probe,
         dimension,
         draws=draws,
@@ -428,5 +479,9 @@ def split_p_value(
         max_trim=max_trim,
         trim_factor=trim_factor,
     )
-    below = int(np.count_nonzero(null <= cut.ratio))
+    below = 0
+    for made, ratio in enumerate(stream, start=1):
+        below += ratio <= cut.ratio
+        if level is not None and (1.0 + below) / (draws + 1.0) > level * (1 + 1e-9):
+            return SplitTest(cut, (1.0 + below) / (made + 1.0), dimension)
     return SplitTest(cut, (1.0 + below) / (draws + 1.0), dimension)

@@ -317,10 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--false-split-rate",
         type=float,
-        default=0.01,
-        help="SecPC splits a cluster when its cut's p-value against simulated single-group "
-        "clusters of its size and spread is at most this: the chance that a single group "
-        "splits in one round (docs/protocol.md, 'Clustering step'; default 0.01)",
+        default=ClusteringPolicy().false_split_rate,
+        help="a bound on the chance that a cluster holding a single group ever splits: "
+        "SecPC spends it over the cluster's split tests, rate / (k (k + 1)) at the k-th "
+        "(docs/protocol.md, 'Clustering step'; default %(default)s)",
     )
     parser.add_argument(
         "--alpha",

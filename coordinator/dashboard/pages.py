@@ -140,7 +140,8 @@ def federation_rows(session: Session) -> list[FederationRow]:
 @dataclass
 class SplitRow:
     """One tested cluster of one round: the split statistic ``W2/W1``, its p-value against
-    the fitted single-group null (None: a round decided by the retired fixed thresholds)
+    the fitted single-group null (None: a round decided by the retired fixed thresholds),
+    the level it had to reach (None: a round that tested every cluster at the one rate)
     and the verdict."""
 
     round: int
@@ -148,6 +149,7 @@ class SplitRow:
     ratio: float
     split: bool
     p_value: float | None = None
+    level: float | None = None
 
 
 @dataclass
@@ -204,7 +206,8 @@ class FederationView:
 
     @property
     def false_split_rate(self) -> float:
-        """``alpha``: a tested cluster splits when its cut's p-value is at most this."""
+        """``alpha``: the budget a cluster's split tests share (its ``k``-th test passes at
+        ``alpha / (k (k + 1))``)."""
         return self.config.clustering.false_split_rate
 
 
@@ -301,6 +304,7 @@ def _clustering(
                 parents = {int(s["parent"]) for s in detail.get("splits", [])}
                 ratios = sorted(detail["split_ratios"].items(), key=lambda kv: int(kv[0]))
                 p_values = detail.get("split_p_values", {})
+                levels = detail.get("split_levels", {})
                 view.splits += [
                     SplitRow(
                         rnd.number,
@@ -308,6 +312,7 @@ def _clustering(
                         float(r),
                         int(c) in parents,
                         None if p_values.get(c) is None else float(p_values[c]),
+                        None if levels.get(c) is None else float(levels[c]),
                     )
                     for c, r in ratios
                 ]

@@ -433,14 +433,24 @@ def _split_chart(view: pages.FederationView) -> Any:
     if not view.splits:
         return None
     smallest: dict[int, float] = {}
+    levels: dict[int, float] = {}
     for row in view.splits:
         if row.p_value is not None:
             smallest[row.round] = min(row.p_value, smallest.get(row.round, row.p_value))
+        if row.level is not None:
+            levels[row.round] = max(row.level, levels.get(row.round, row.level))
     if not smallest:
         return None
     alpha = view.config.clustering.false_split_rate
+    series = [
+        charts.Series("smallest p-value", sorted(smallest.items()), charts.PALETTE[0], "main")
+    ]
+    if levels:
+        series.append(
+            charts.Series("largest level", sorted(levels.items()), charts.PALETTE[1], "dashed")
+        )
     return charts.line_chart(
-        [charts.Series("smallest p-value", sorted(smallest.items()), charts.PALETTE[0], "main")],
+        series,
         x_label="round",
         y_label="smallest split p-value of the tested clusters",
         y_range=(0.0, 1.05),

@@ -303,8 +303,10 @@ def run_clustering(
         "merges": state.step["merges"] if state.step else [],
         # The split statistic W2/W1 per tested cluster: why a cluster did or did not split.
         "split_ratios": state.step.get("split_ratios", {}) if state.step else {},
-        # Its p-value against the fitted single-group null: splits when <= false_split_rate.
+        # Its p-value against the fitted single-group null, and the level it had to reach
+        # (false_split_rate spent over the cluster's tests, crypto.clustering.split_level).
         "split_p_values": state.step.get("split_p_values", {}) if state.step else {},
+        "split_levels": state.step.get("split_levels", {}) if state.step else {},
         # The accuracy review of earlier splits (crypto/split_review.py).
         "split_reviews": [dataclasses.asdict(v) for v in decided.verdicts],
         "decoded_distances": int(distances.point.size + len(refs.cluster_pairs)),

@@ -48,6 +48,7 @@ def step_to_dict(step: StepResult) -> dict[str, Any]:
         "merges": [asdict(m) for m in step.merges],
         "split_ratios": {str(c): r for c, r in sorted(step.split_ratios.items())},
         "split_p_values": {str(c): p for c, p in sorted(step.split_p_values.items())},
+        "split_levels": {str(c): a for c, a in sorted(step.split_levels.items())},
     }
 
 
@@ -68,6 +69,7 @@ def step_from_dict(data: dict[str, Any]) -> StepResult:
         merges=tuple(Merge(**m) for m in data["merges"]),
         split_ratios={int(c): float(r) for c, r in data["split_ratios"].items()},
         split_p_values={int(c): float(p) for c, p in data.get("split_p_values", {}).items()},
+        split_levels={int(c): float(a) for c, a in data.get("split_levels", {}).items()},
     )
 
 

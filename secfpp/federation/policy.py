@@ -68,25 +68,27 @@ class ClusteringPolicy(_Frozen):
     """Parameters of the SecPC clustering step (docs/protocol.md, "Clustering step")."""
 
     false_split_rate: float = Field(
-        default=0.01,
+        default=0.05,
         gt=0,
         le=0.5,
         allow_inf_nan=False,
         description=(
-            "alpha: the probability that one tested cluster holding a single group splits in "
-            "one round. A cluster splits when the p-value of its best two-means cut (W2/W1 "
-            "on the probe axis) against null_draws simulated single-Gaussian clusters of "
-            "its size and spread is at most this (docs/protocol.md, 'Clustering step'). "
-            "The same for every data set and signal; over T tested rounds a single group "
-            "splits with probability at most T * alpha."
+            "alpha: a bound on the probability that a cluster holding a single group ever "
+            "splits, over all the rounds it is tested. Its k-th test passes when the p-value "
+            "of its best two-means cut (W2/W1 on the probe axis) against simulated "
+            "single-Gaussian clusters of its size and spread is at most alpha / (k (k + 1)); "
+            "these levels sum to alpha. Both parts of a split start afresh "
+            "(docs/protocol.md, 'Clustering step'). The same for every data set and signal."
         ),
     )
     null_draws: int = Field(
         default=199,
         ge=19,
         le=9999,
-        description="Null clusters drawn per split decision (from the round's beacon; "
-        "anyone can recompute them). alpha * (null_draws + 1) should be a whole number.",
+        description="The fewest null clusters drawn per split test (from the round's "
+        "beacon; anyone can recompute them); a test at a level below 2 / (null_draws + 1) "
+        "draws 2 / level, stopping once it cannot pass. A cluster whose level would need "
+        "more than 9,999 is no longer tested (its budget is spent).",
     )
     undo_tolerance: float | None = Field(
         default=0.01,

@@ -111,7 +111,7 @@ def test_quick_run_reports_the_held_out_suite_and_replays_the_same_from_its_cach
     assert not set(tuning) & set(held_out)
     assert meta["pretrained"]
     assert set(meta["suite"]) - set(meta["pretrained"])
-    assert meta["rules"] == {"false_split_rate": 0.01, "null_draws": 199}
+    assert meta["rules"] == {"false_split_rate": 0.05, "null_draws": 199}
     assert meta["signal"] == "data-balanced"  # a new federation's signal
     assert [r["kind"] for r in got["rows"]] == ["pair", "triple", "single"]
     for row in got["rows"]:
@@ -128,6 +128,9 @@ def test_quick_run_reports_the_held_out_suite_and_replays_the_same_from_its_cach
     assert text == render(got)
     assert "**Held out**" in text
     assert "printed_digits \\| cyrillic_letters" in text
+    control = render({**got, "meta": {**got["meta"], "role": "tuning"}})
+    assert "on its tuning domains (control)" in control.splitlines()[0]
+    assert "**Held out**" not in control
     assert main(["--quick", "--signals", str(signals), "--json", str(out)]) == 0
     again = json.loads(out.read_text())
     assert again["meta"]["cached_signals"] is True  # replayed again on the cached signals

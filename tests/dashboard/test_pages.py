@@ -67,10 +67,11 @@ def test_federation_page_matches_the_api(client: TestClient, harness: Federation
                 else "kept"
             )
             p_value = clustering["split_p_values"][cluster]
+            level = clustering["split_levels"][cluster]
             row = (
                 f'<td class="num">{number}</td><td class="num">{cluster}</td>'
                 f'<td class="num">{ratio:.4f}</td><td class="num">{p_value:.3f}</td>'
-                f"<td>{verdict}</td>"
+                f'<td class="num">{level:.4f}</td><td>{verdict}</td>'
             )
             assert row in page
         published = next(e["detail"] for e in events if e["to_stage"] == "published")

@@ -199,7 +199,7 @@ def test_the_trainer_refuses_an_unknown_signal(tiny_backbone: Backbone) -> None:
 
 def test_the_split_rule_has_one_setting_for_every_signal_and_drops_the_old_thresholds() -> None:
     policy = ClusteringPolicy()
-    assert (policy.false_split_rate, policy.null_draws) == (0.01, 199)
+    assert (policy.false_split_rate, policy.null_draws) == (0.05, 199)
     stored = ClusteringPolicy.model_validate(
         {"split_threshold": 0.2, "probe_fraction": 0.5, "probe_ratio": 0.1}
     )
