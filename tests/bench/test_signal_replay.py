@@ -46,7 +46,7 @@ def test_quick_run_writes_its_rows(tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     assert main(["--quick", "--settings", "single", "two-domain", "--out", str(out)]) == 0
     got = json.loads(out.read_text())
-    assert got["rules"] == {"false_split_rate": 0.01, "null_draws": 199, "signal": "data-balanced"}
+    assert got["rules"] == {"false_split_rate": 0.05, "null_draws": 199, "signal": "data-balanced"}
     single, two = got["rows"]
     assert single["setting"] == "single"
     assert 0 <= single["false_splits"] <= single["seeds"] == 2

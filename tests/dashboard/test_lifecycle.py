@@ -90,11 +90,11 @@ def test_fragments_threshold_and_an_aborted_stage(
     login(client)
     page = client.get(f"/dashboard/federations/{h.id}").text
     assert "threshold None" not in page
-    assert re.search(r"at most the false-split rate \d", page)
+    assert re.search(r"its level: the false-split rate \d", page)
     sections = client.get(f"/dashboard/federations/{h.id}/sections").text
     assert 'id="clusters"' in sections
     assert 'id="accuracy"' in sections
-    assert re.search(r"at most the false-split rate \d", sections)
+    assert re.search(r"its level: the false-split rate \d", sections)
     timeline = client.get(f"/dashboard/federations/{h.id}/timeline").text
     aborted = timeline.split(f'aria-label="round {number}"')[1].split("</article>")[0]
     row = re.sub(r"\s+", " ", aborted.split('<th scope="row">sharing</th>')[1].split("</tr>")[0])
