@@ -544,8 +544,9 @@ def _tests_after(
     merges: Iterable[Merge],
     live: Iterable[int],
 ) -> tuple[tuple[int, int], ...]:
-    """:attr:`Membership.tests` after this step: one more for each cluster tested while it
-    could split; both parts of a split start afresh; a merge keeps the larger count."""
+    """:attr:`Membership.tests` after this step: one more for each cluster in ``tested``
+    (tested while it could split); both parts of a split start afresh; a merge keeps the
+    larger count."""
     counts = dict(membership.tests)
     for c in tested:
         counts[c] = counts.get(c, 0) + 1
@@ -611,9 +612,13 @@ def secpc_step(
     ratios, p_values, levels, best_split = _test_splits(
         distances, groups, membership, config, salt, frozen
     )
+    # A test spends budget only when its cluster could have split: not frozen, and a split
+    # was possible this round (no undo, fewer than max_clusters), so a cluster held back
+    # keeps its level (and its draws) instead of paying for tests that decided nothing.
+    could_split = undo is None and len(groups) < config.max_clusters
     next_id = membership.next_id
     splits: list[Split] = []
-    if undo is None and best_split is not None and len(groups) < config.max_clusters:
+    if could_split and best_split is not None:
         splits.append(_apply_split(best_split, next_id, groups, assignment))
         next_id += 1
     merges: list[Merge] = []
@@ -629,9 +634,8 @@ def secpc_step(
 
     # 4. drop empty clusters.
     clusters = tuple((c, tuple(sorted(m))) for c, m in sorted(groups.items()) if m)
-    tests = _tests_after(
-        membership, (c for c in levels if c not in frozen), splits, merges, (c for c, _ in clusters)
-    )
+    counted = [c for c in levels if c not in frozen] if could_split else []
+    tests = _tests_after(membership, counted, splits, merges, (c for c, _ in clusters))
     new_membership = Membership(clusters, (), next_id, tests=tests)
     return StepResult(
         new_membership, assignment, tuple(splits), tuple(merges), ratios, p_values, levels

@@ -105,6 +105,10 @@ def test_each_cluster_counts_its_tests_and_a_split_starts_both_parts_afresh() ->
     assert frozen.splits == ()
     assert dict(frozen.membership.tests) == {0: 2, 1: 4}
     assert set(frozen.split_p_values) == {0, 1}
+    # Nor does a round that cannot split at all (max_clusters reached): same levels next time.
+    full = secpc_step(plaintext_distances(x, refs), before, ClusteringConfig(max_clusters=2))
+    assert full.splits == ()
+    assert dict(full.membership.tests) == {0: 2, 1: 4}
 
 
 def test_a_spent_budget_is_not_tested_and_a_merge_keeps_the_larger_count() -> None:
@@ -122,7 +126,8 @@ def test_a_spent_budget_is_not_tested_and_a_merge_keeps_the_larger_count() -> No
         undo=(0, 1),
     )
     assert [c for c, _ in merged.membership.clusters] == [0]
-    assert dict(merged.membership.tests) == {0: 8}  # cluster 1 was tested (7 + 1) first
+    # The larger count; this round's tests spent nothing (a round with an undo cannot split).
+    assert dict(merged.membership.tests) == {0: 7}
 
 
 def test_the_count_round_trips_and_is_validated() -> None:
