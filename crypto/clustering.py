@@ -82,7 +82,7 @@ from numpy.typing import NDArray
 
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.secpc import Distances, ReferenceSets
-from secfpp.crypto.split_rule import split_p_value
+from secfpp.crypto.split_rule import split_p_value, within_level
 
 __all__ = [
     "MAX_NULL_DRAWS",
@@ -437,9 +437,11 @@ def _split_candidate(
     config: ClusteringConfig,
     seed: str,
     level: float,
+    draws: int,
 ) -> tuple[float, float, _Candidate | None]:
-    """The split rule of cluster ``c`` along its probe (module doc, step 2) at ``level``:
-    the best cut's ``W2 / W1``, its p-value, and the split it would make if it passes."""
+    """The split rule of cluster ``c`` along its probe (module doc, step 2) at ``level``
+    with at most ``draws`` null clusters: the best cut's ``W2 / W1``, its p-value, and the
+    split it would make if it passes."""
     refs = distances.refs
     col = [cid for cid, _ in refs.clusters].index(c)
     probe_col = len(refs.clusters) + [cid for cid, _ in refs.probes].index(c)
@@ -451,7 +453,7 @@ def _split_candidate(
         D[rows, col],
         D[rows, probe_col],
         np.isin(members, probe),
-        draws=null_draws_for(level, config.null_draws),
+        draws=draws,
         seed=seed,
         min_size=config.min_aggregation_size,
         max_trim=config.max_trim,
@@ -462,7 +464,7 @@ def _split_candidate(
     high = {members[n] for n in cut.high}
     still = set(groups.get(c, []))
     high_part, low_part = sorted(still & high), sorted(still - high)
-    passes = test.p_value <= level * (1 + 1e-9)  # 2 / 240 against 0.05 / 6: equal
+    passes = within_level(test.p_value, level)
     if not passes or min(len(high_part), len(low_part)) < config.min_aggregation_size:
         return cut.ratio, test.p_value, None
     if len(high_part) != len(low_part):
@@ -522,11 +524,12 @@ def _test_splits(
         if not 2 <= len(probe) <= sizes[c] - 2:
             continue  # no axis to measure
         level = split_level(config.false_split_rate, membership.tests_made(c) + 1)
-        if null_draws_for(level, config.null_draws) > MAX_NULL_DRAWS:
+        draws = null_draws_for(level, config.null_draws)
+        if draws > MAX_NULL_DRAWS:
             continue  # its false-split budget is spent
         seed = f"{'unsalted' if salt is None else salt}|{c}"
         ratios[c], p_values[c], candidate = _split_candidate(
-            distances, c, probe, groups, config, seed, level
+            distances, c, probe, groups, config, seed, level, draws
         )
         levels[c] = level
         if candidate is None or c in frozen:

@@ -106,6 +106,7 @@ __all__ = [
     "probe_between_fraction",
     "probe_coordinates",
     "split_p_value",
+    "within_level",
 ]
 
 MAX_NULL_DIMENSION = 256
@@ -423,6 +424,12 @@ def _check_null(draws: int, dimension: int) -> None:
         raise ParameterError("dimension", f"must be in [1, {MAX_NULL_DIMENSION}], not {dimension}")
 
 
+def within_level(p_value: float, level: float) -> bool:
+    """Whether a Monte Carlo p-value passes ``level``: ``p <= level`` up to rounding, so that
+    a p-value that equals the level exactly (``2 / 240`` against ``0.05 / 6``) passes."""
+    return p_value <= level * (1 + 1e-9)
+
+
 @dataclass(frozen=True)
 class SplitTest:
     """The calibrated split decision of one cluster (module doc).
@@ -482,6 +489,6 @@ def split_p_value(
     below = 0
     for made, ratio in enumerate(stream, start=1):
         below += ratio <= cut.ratio
-        if level is not None and (1.0 + below) / (draws + 1.0) > level * (1 + 1e-9):
+        if level is not None and not within_level((1.0 + below) / (draws + 1.0), level):
             return SplitTest(cut, (1.0 + below) / (made + 1.0), dimension)
     return SplitTest(cut, (1.0 + below) / (draws + 1.0), dimension)
