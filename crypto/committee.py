@@ -103,6 +103,7 @@ __all__ = [
     "SECURITY_BITS",
     "CommitteeMismatchError",
     "CommitteePlan",
+    "below_bound",
     "check_announced_committee",
     "committee_binding",
     "committee_size",
@@ -112,6 +113,7 @@ __all__ = [
     "plan_committee",
     "population_colluders",
     "round_committee",
+    "shuffle_draw",
     "tail_probability",
     "verify_committee",
 ]
@@ -232,7 +234,9 @@ def tail_probability(n_participants: int, colluders: int, size: int, t: int) -> 
     return Fraction(total, math.comb(n, c))
 
 
-def _safe(probability: Fraction, security_bits: int) -> bool:
+def below_bound(probability: Fraction, security_bits: int = SECURITY_BITS) -> bool:
+    """``probability < 2**-security_bits``, exactly: the test every sample size of this
+    module (and :mod:`crypto.contributor_sample`) must pass."""
     return probability * (1 << security_bits) < 1
 
 
@@ -265,7 +269,7 @@ def committee_size(
         ):
             continue  # this c's thresholds are not equivocation-safe at f_d
         t, _ = committee_threshold(c, dropout_fraction)
-        if _safe(tail_probability(n, f, c, t), security_bits):
+        if below_bound(tail_probability(n, f, c, t), security_bits):
             return c
     return n
 
@@ -369,7 +373,7 @@ def plan_committee(
         clustering = CodeSpec(k=1, t=t)
         aggregation = choose_code(size, dropouts=dropouts, colluders=t, degree=1)
     failure = tail_probability(n, f, size, min(clustering.t, aggregation.t))
-    if size < n and not _safe(failure, security_bits):
+    if size < n and not below_bound(failure, security_bits):
         best = committee_size(
             n,
             collusion_fraction=collusion_fraction,
@@ -409,15 +413,23 @@ def _federation_prefix(domain: bytes, federation_id: str) -> list[bytes]:
 
 
 def draw_seed(
-    federation_id: str, round_number: int, members: Sequence[int], beacon: bytes, size: int
+    federation_id: str,
+    round_number: int,
+    members: Sequence[int],
+    beacon: bytes,
+    size: int,
+    *,
+    domain: bytes = DRAW_DOMAIN,
 ) -> bytes:
-    """The 32-byte seed of the draw (module doc): binds every input, length-prefixed."""
+    """The 32-byte seed of the draw (module doc): binds every input, length-prefixed.
+    ``domain`` separates draws from one beacon (the committee's, :data:`DRAW_DOMAIN`; the
+    zero-sharing contributors', :mod:`crypto.contributor_sample`)."""
     roster = _roster(members)
     _check_round_and_beacon(round_number, beacon)
     if not isinstance(size, int) or not 1 <= size <= len(roster):
         raise ParameterError("size", f"must be an int in [1, {len(roster)}], not {size!r}")
     parts = [
-        *_federation_prefix(DRAW_DOMAIN, federation_id),
+        *_federation_prefix(domain, federation_id),
         struct.pack("<QII", round_number, size, len(roster)),
         struct.pack(f"<{len(roster)}Q", *roster),
         struct.pack("<I", len(beacon)),
@@ -439,7 +451,17 @@ def draw_committee(
 ) -> tuple[int, ...]:
     """The round's committee: ``size`` of ``members``, sorted (module doc, "Draw")."""
     seed = draw_seed(federation_id, round_number, members, beacon, size)
+    return shuffle_draw(seed, members, size)
+
+
+def shuffle_draw(seed: bytes, members: Sequence[int], size: int) -> tuple[int, ...]:
+    """``size`` of ``members``, sorted, by the partial Fisher-Yates shuffle of the module doc
+    driven by the words of ``seed`` (:func:`draw_seed`): every ``size``-subset equally
+    likely. The committee's draw and the zero-sharing contributors' draw
+    (:mod:`crypto.contributor_sample`, another ``domain``) both use it."""
     roster = _roster(members)
+    if not isinstance(size, int) or not 1 <= size <= len(roster):
+        raise ParameterError("size", f"must be an int in [1, {len(roster)}], not {size!r}")
     words = _words(seed)
     n = len(roster)
     for i in range(size):

@@ -22,9 +22,10 @@ checks, for that stage of that round:
 * every member named delivered a share the participant could authenticate;
 * re-randomized distances (:func:`check_zero_contributors`): every contributor whose
   zero-sharing the request asks it to add delivered one, and a request that names its
-  contributors names at least ``T + 1`` (:func:`crypto.rerandomize.contributor_floor`), so
-  one of them is honest; a noisy request names none (every present participant carries
-  noise);
+  contributors names at least ``T + 1`` (:func:`crypto.rerandomize.contributor_floor`) or,
+  in a committee round, at least the floor of the round's drawn sample and only sampled
+  participants (:mod:`crypto.contributor_sample`), so one of them is honest; a noisy
+  request names none (every present participant carries noise);
 * it has not already answered a *different* request for the same stage
   (:func:`request_digest` of the request is stored and compared).
 
@@ -38,6 +39,7 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from secfpp.crypto.contributor_sample import Sample, check_named
 from secfpp.crypto.errors import RefusalError
 from secfpp.crypto.refset_rules import effective_minimum
 from secfpp.crypto.rerandomize import contributor_floor
@@ -144,12 +146,16 @@ def check_zero_contributors(
     have_contributions_from: Collection[int],
     colluders: int,
     noisy: bool = False,
+    sample: Sample | None = None,
 ) -> None:
     """Refuse a re-randomized distance request this participant cannot answer safely.
 
     ``colluders``: ``T`` among all participants (a committee's ``T_c`` bounds its members
     only, contributors are participants). A request with named ``contributors`` must
-    name at least ``T + 1`` (``too_few_contributors``) and none with distance-stage noise
+    name at least ``T + 1`` or, in a committee round with a contributor ``sample``
+    (:func:`crypto.contributor_sample.round_sample`), at least its floor, all drawn
+    (:func:`crypto.contributor_sample.check_named`): either way one of them is honest
+    (``too_few_contributors``); and none with distance-stage noise
     (``noisy``: the noise every present participant adds must all be in the results); every
     contributor's zero-sharing must have opened (``missing_share``)."""
     named = refs.contributors
@@ -161,11 +167,13 @@ def check_zero_contributors(
         )
     floor = contributor_floor(colluders)
     if named is not None and len(named) < floor:
-        raise RefusalError(
-            "too_few_contributors",
-            f"the distance request names {len(named)} zero-sharing contributors, fewer than "
-            f"the {floor} (T + 1) that make one of them honest",
-        )
+        if sample is None:
+            raise RefusalError(
+                "too_few_contributors",
+                f"the distance request names {len(named)} zero-sharing contributors, fewer "
+                f"than the {floor} (T + 1) that make one of them honest",
+            )
+        check_named(named, sample=sample.members, plan=sample.plan)
     missing = sorted(set(refs.zero_contributors) - set(have_contributions_from))
     if missing:
         raise RefusalError(

@@ -44,7 +44,9 @@ floor (``too_few_contributors``), so the coordinator cannot pick colluders only.
 2026-11-29 the coordinator asks only ``T + 1 + D`` participants per round to contribute
 (``D`` the dropouts the round tolerates, :func:`contributors_wanted`; a different subset
 each round), which cuts the re-randomization's traffic by ``N / (T + 1 + D)`` (5x at
-``N = 1,000`` with ``T = D = 100``) without weakening the guarantee. A contribution travels
+``N = 1,000`` with ``T = D = 100``) without weakening the guarantee; a committee round
+asks fewer still, a sample drawn with its beacon (:mod:`crypto.contributor_sample`, whose
+guarantee is the committee's ``2**-40`` bound). A contribution travels
 with the share in the sharing stage, so every recipient that answers adds the same ``C``
 whatever subset of recipients answers (dropouts). Because the number of outputs is only
 known at the distance stage, each contribution is sized by a public bound
@@ -118,6 +120,7 @@ __all__ = [
     "contribution_length",
     "contributor_floor",
     "contributors_wanted",
+    "dropouts_of",
     "expand_seed",
     "offset_checks",
     "output_bound",
@@ -168,6 +171,18 @@ def contributors_wanted(n_participants: int, colluders: int, dropouts: int) -> i
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ParameterError(name, f"must be an integer >= 0, not {value!r}")
     return min(n_participants, contributor_floor(colluders) + dropouts)
+
+
+def dropouts_of(n: int, missing: int, points: int) -> int:
+    """``D = ceil(n missing / points)``: how many of ``n`` contributors may miss the sharing
+    stage when the distance stage tolerates ``missing`` of its code's ``points`` (the
+    fraction of code points the round may lose, applied to its contributors)."""
+    for name, value in (("n", n), ("missing", missing)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ParameterError(name, f"must be an integer >= 0, not {value!r}")
+    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+        raise ParameterError("points", f"must be an integer >= 1, not {points!r}")
+    return -(-n * missing // points)
 
 
 def expand_seed(seed: bytes, prime: int, length: int) -> FieldArray:

@@ -28,6 +28,7 @@ from secfpp.crypto.committee import (
     check_announced_committee,
     committee_binding,
 )
+from secfpp.crypto.contributor_sample import Sample, round_sample
 from secfpp.crypto.dp.distance import DistanceNoise, clip_reduced, noisy_contributor_floor
 from secfpp.crypto.dp.distributed import DistributedNoise
 from secfpp.crypto.errors import ShareAuthenticationError
@@ -86,6 +87,7 @@ __all__ = [
     "aggregation_payload",
     "aggregation_sets",
     "committee_of",
+    "contributor_sample",
     "distance_payload",
     "open_inbox",
     "peer_keys",
@@ -207,6 +209,29 @@ def committee_of(task: Task) -> dict[str, Any] | None:
         return None
     return committee_binding(
         list(announced.roster), bytes.fromhex(announced.beacon), list(announced.members)
+    )
+
+
+def contributor_sample(task: Task, params: CryptoParams) -> Sample | None:
+    """A committee round's drawn zero-sharing contributors, recomputed from the task's
+    committee announcement (roster and beacon, checked by :func:`round_committee` before
+    any stage's work); None in an all-to-all round or where the sample saves nothing
+    (:func:`crypto.contributor_sample.round_sample`)."""
+    announced = task.committee
+    if announced is None:
+        return None
+    try:
+        beacon = bytes.fromhex(announced.beacon)
+    except ValueError:
+        raise CommitteeMismatchError(
+            f"round {task_round(task)}: the committee announcement's beacon is not hex"
+        ) from None
+    return round_sample(
+        params,
+        federation_id=task.federation_id,
+        round_number=task_round(task),
+        roster=list(announced.roster),
+        beacon=beacon,
     )
 
 
@@ -498,6 +523,7 @@ def distance_payload(
             have_contributions_from=zeros.shares,
             colluders=params.colluders_among_participants,
             noisy=noisy,
+            sample=contributor_sample(task, params),
         )
     elif refs.contributors is not None:
         raise ValueError("the task names zero-sharing contributors but none were opened")

@@ -8,8 +8,9 @@ bound :func:`crypto.rerandomize.output_bound`, the worst case):
 
 * **distance stage, member** — before: open the ``N - 1`` prompt envelopes and compute
   the coded distances (:func:`crypto.secpc.coded_distances`); after: the same, plus open
-  the ``K - 1`` zero-sharing envelopes of the round's other contributors (``K = T + 1 + D``,
-  :func:`contributors_of`; every participant before 2026-11-29), add them and compute the
+  the ``K - 1`` zero-sharing envelopes of the round's other contributors (``K``,
+  :func:`contributors_of`: ``T + 1 + D`` all-to-all, a drawn sample with a committee), add
+  them and compute the
   offset checks (``K`` more values), :func:`crypto.rerandomize.checked_distances` as the
   participant does.
   A member at one of the code's first ``2 T_c`` points gets 32-byte seeds and expands each
@@ -62,7 +63,7 @@ from bench.crypto.committee import (
     setting,
 )
 from bench.crypto.decode import make_case
-from secfpp.coordinator.rounds.rerandomization import dropouts_of
+from secfpp.crypto.contributor_sample import sample_plan
 from secfpp.crypto.lcc import LagrangeCode
 from secfpp.crypto.quantize import quantize
 from secfpp.crypto.rerandomize import (
@@ -73,6 +74,7 @@ from secfpp.crypto.rerandomize import (
     checked_distances,
     contribution_length,
     contributors_wanted,
+    dropouts_of,
     expand_seed,
     output_bound,
 )
@@ -94,14 +96,21 @@ _HEADER = 24  # packed vector header (crypto.wire)
 
 
 def contributors_of(s: Setting) -> int:
-    """``K = T + 1 + D``: the zero-sharing contributors a round of ``s`` names
-    (:func:`coordinator.rounds.rerandomization.designate`; every participant before
-    2026-11-29): ``T`` the colluders among the ``n`` participants, ``D = ceil(n f)`` with
-    ``f`` the fraction of the ``c`` code points the distance stage may lose
-    (:func:`~coordinator.rounds.rerandomization.sharing_dropouts` of the federation's
-    resolved parameters, which carry the committee's codes)."""
-    d = dropouts_of(s.n, s.members - s.clustering.threshold(2), s.members)
-    return contributors_wanted(s.n, s.params.colluders_among_participants, d)
+    """``K``: the zero-sharing contributors a round of ``s`` names
+    (as :func:`coordinator.rounds.rerandomization.designate` asks them and
+    :func:`secfpp.federation.crypto.zero_contributors_per_round` counts them, from the
+    setting's own figures): with a committee the
+    sample drawn with the round's beacon (:mod:`crypto.contributor_sample`, since
+    2026-11-29), all-to-all ``T + 1 + D`` (``T`` the colluders among the ``n`` participants,
+    ``D = ceil(n f)`` with ``f`` the fraction of the code points the distance stage may
+    lose); every participant before 2026-11-29."""
+    f, missing = s.params.colluders_among_participants, s.members - s.clustering.threshold(2)
+    plan = sample_plan(s.n, f, missing, s.members) if s.members < s.n else None
+    return (
+        contributors_wanted(s.n, f, dropouts_of(s.n, missing, s.members))
+        if plan is None
+        else plan.size
+    )
 
 
 def _inbox(
@@ -325,8 +334,10 @@ def section(data: dict[str, Any]) -> list[str]:
     lines = [
         "Reference sets: 8 clusters and their 8 probes, so `result_length` equals the public "
         "bound `N * 16 + 28` (the worst case). Before and after are measured in the same run; "
-        "after adds the zero-sharings of the round's `K = T + 1 + D` contributors "
-        "(`coordinator.rounds.rerandomization.designate`) and the offset check (each member "
+        "after adds the zero-sharings of the round's `K` contributors "
+        "(`coordinator.rounds.rerandomization.designate`: `T + 1 + D` all-to-all, the sample "
+        "drawn with the round's beacon in a committee round, `crypto.contributor_sample`) "
+        "and the offset check (each member "
         "appends `K` check values, `crypto.rerandomize.offset_checks`, and the decode covers "
         "them).",
         "",
@@ -371,13 +382,17 @@ def section(data: dict[str, Any]) -> list[str]:
     lines += [
         "",
         '"floor": what any non-interactive zero-sharing that hides the outputs from T '
-        "colluders must carry at least, `(T + 1)(c - 2T)` values per output (T + 1 "
-        "contributors so that one is honest; each polynomial's other 2T values could come from "
-        "keys it shares with 2T members). The design measured here (`K = T + 1 + D` "
-        "contributors, so that T + 1 remain after the tolerated dropouts; each sends its 2T "
-        "free values as seeds) carries `K (c - 2T)` values per output: the floor's "
-        "per-contributor cost, with K contributors instead of T + 1. With every present "
-        "participant contributing it would carry `N (c - 2T)`, without seeds `N c`.",
+        "colluders *whoever they are* must carry at least, `(T + 1)(c - 2T)` values per "
+        "output (T + 1 contributors so that one is honest; each polynomial's other 2T values "
+        "could come from keys it shares with 2T members). All-to-all the design measured here "
+        "(`K = T + 1 + D` contributors, so that T + 1 remain after the tolerated dropouts; "
+        "each sends its 2T free values as seeds) carries `K (c - 2T)` values per output: the "
+        "floor's per-contributor cost, with K contributors instead of T + 1. A committee "
+        "round's contributors are a sample drawn with the round's beacon, like the committee, "
+        "whose colluders exceed what its floor tolerates with probability below 2^-40: it "
+        "goes below the any-T floor because its guarantee is the committee's statistical "
+        "one. With every present participant contributing it would carry `N (c - 2T)`, "
+        "without seeds `N c`.",
         "",
         *[f"- {note}" for note in data["notes"]],
     ]

@@ -134,8 +134,8 @@ def close_sharing(
     present (participants would refuse the request, ``too_few_contributors``), the round has
     no distance stage. So has a round that named its zero-sharing contributors
     (``state.zero_contributors``, :mod:`coordinator.rounds.rerandomization`) when fewer than
-    ``T + 1`` of them shared (participants would refuse it too); the request names the
-    others (``contributors``).
+    ``T + 1`` of them shared, or in a committee round fewer than its drawn sample's floor
+    (participants would refuse it too); the request names the others (``contributors``).
     """
     state = state.with_dropped(dropped, Stage.SHARING)
     present = sorted(sharers - {int(i) for i in state.dropped})
@@ -160,7 +160,11 @@ def close_sharing(
         and not (noisy and len(eligible) < noisy_contributor_floor(config.crypto_params()))
         and not (
             contributors is not None
-            and len(contributors) < minimum_contributors(config.crypto_params())
+            and len(contributors)
+            < minimum_contributors(
+                config.crypto_params(),
+                len(state.participants) if state.committee is not None else None,
+            )
         )
         else None
     )

@@ -16,16 +16,20 @@ not depend on the federation either, so a federation that is re-run (or resumed 
 crash) asks the same participants, and their random draws, hence their stochastic rounding,
 repeat.
 Participants an earlier offset check named (``distance_excluded``) are never asked.
+
+A committee round asks fewer: a sample drawn from its roster with its beacon, as the
+committee is (:mod:`crypto.contributor_sample`; 47 instead of 500 at ``N = 1,000``), which
+participants recompute and check; the guarantee is then the committee's ``2**-40`` bound.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 
+from secfpp.crypto.contributor_sample import Sample, round_sample, sample_plan
 from secfpp.crypto.params import CryptoParams
-from secfpp.crypto.rerandomize import contributor_floor, contributors_wanted
+from secfpp.crypto.rerandomize import contributor_floor, contributors_wanted, dropouts_of
 
 __all__ = ["designate", "dropouts_of", "minimum_contributors", "sharing_dropouts"]
 
@@ -37,26 +41,30 @@ def sharing_dropouts(params: CryptoParams, n: int) -> int:
     return dropouts_of(n, params.clustering_dropouts, params.code_points)
 
 
-def dropouts_of(n: int, missing: int, points: int) -> int:
-    """``ceil(n missing / points)``: :func:`sharing_dropouts` from a code's own figures (the
-    distance stage may lose ``missing`` of its ``points``)."""
-    return math.ceil(n * missing / points)
-
-
 def designate(
     params: CryptoParams,
     number: int,
     participants: Sequence[int],
     excluded: Sequence[int] = (),
+    *,
+    federation_id: str | None = None,
+    beacon: str | None = None,
 ) -> list[int]:
-    """The participants round ``number`` asks for a zero-sharing contribution, sorted:
-    :func:`~crypto.rerandomize.contributors_wanted` of the ``participants`` not in
-    ``excluded``, ranked by ``SHA-256("secfpp-zero-contributors" | round | index)``.
+    """The participants round ``number`` asks for a zero-sharing contribution, sorted.
 
-    Every eligible participant when there are at most ``T + 1 + D`` of them (small
-    federations, where the subset would save nothing).
+    A committee round (``federation_id`` and the round's ``beacon``, hex, given;
+    ``participants`` its roster) asks its drawn sample
+    (:func:`crypto.contributor_sample.round_sample`) less ``excluded``, where the sample is
+    smaller than the any-subset rule's. Otherwise
+    :func:`~crypto.rerandomize.contributors_wanted` of the ``participants`` not in
+    ``excluded``, ranked by ``SHA-256("secfpp-zero-contributors" | round | index)``: every
+    eligible participant when there are at most ``T + 1 + D`` of them (small federations,
+    where the subset would save nothing).
     """
     out = set(excluded)
+    sample = _sample(params, number, participants, federation_id, beacon)
+    if sample is not None:
+        return [i for i in sample.members if i not in out]
     eligible = [int(i) for i in participants if int(i) not in out]
     k = contributors_wanted(
         len(eligible), params.colluders_among_participants, sharing_dropouts(params, len(eligible))
@@ -70,7 +78,36 @@ def designate(
     return sorted(sorted(eligible, key=rank)[:k])
 
 
-def minimum_contributors(params: CryptoParams) -> int:
-    """``T + 1``: the fewest contributors a distance request may name
-    (:func:`crypto.rerandomize.contributor_floor`)."""
-    return contributor_floor(params.colluders_among_participants)
+def minimum_contributors(params: CryptoParams, roster: int | None = None) -> int:
+    """The fewest contributors a distance request may name: the floor of a committee round's
+    drawn sample (``roster`` its size, :func:`crypto.contributor_sample.sample_plan`) where
+    it has one, else ``T + 1`` (:func:`crypto.rerandomize.contributor_floor`)."""
+    plan = (
+        sample_plan(
+            roster,
+            params.colluders_among_participants,
+            params.clustering_dropouts,
+            params.code_points,
+        )
+        if params.has_committee and roster
+        else None
+    )
+    return contributor_floor(params.colluders_among_participants) if plan is None else plan.floor
+
+
+def _sample(
+    params: CryptoParams,
+    number: int,
+    roster: Sequence[int],
+    federation_id: str | None,
+    beacon: str | None,
+) -> Sample | None:
+    if federation_id is None or beacon is None:
+        return None
+    return round_sample(
+        params,
+        federation_id=federation_id,
+        round_number=number,
+        roster=sorted(int(i) for i in roster),
+        beacon=bytes.fromhex(beacon),
+    )

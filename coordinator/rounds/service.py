@@ -153,7 +153,12 @@ def _start_once(session: Session, federation: Federation, now: datetime) -> Roun
         clustering=clustering,
         participants=indices,
         zero_contributors=rerandomization.designate(
-            config.crypto_params(), number, indices, distance_excluded
+            config.crypto_params(),
+            number,
+            indices,
+            distance_excluded,
+            federation_id=federation.id if draw.committee is not None else None,
+            beacon=draw.beacon if draw.committee is not None else None,
         )
         if clustering
         and config.crypto.rerandomize_distances

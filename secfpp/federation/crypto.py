@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from secfpp.crypto.contributor_sample import sample_plan
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
-from secfpp.crypto.rerandomize import SEED_SIZE, ZeroSharing, contribution_length
+from secfpp.crypto.rerandomize import (
+    SEED_SIZE,
+    ZeroSharing,
+    contribution_length,
+    contributors_wanted,
+    dropouts_of,
+)
 from secfpp.crypto.wire import element_width
 from secfpp.federation.base import _Frozen
 from secfpp.wire import limits
@@ -29,7 +36,8 @@ class FieldSpecModel(_Frozen):
 
 _RERANDOMIZE = (
     "Re-randomize the decoded distance polynomial (docs/protocol.md section 4): each round's "
-    "T + 1 + D contributors also send every recipient a sealed zero-sharing of at most "
+    "contributors (T + 1 + D participants, or a committee round's sample drawn with its "
+    "beacon) also send every recipient a sealed zero-sharing of at most "
     "N * 2 max_clusters + max_clusters (max_clusters - 1) / 2 elements (a 32-byte seed to the "
     "recipients at the code's first 2 T_c points), so the coordinator sees only the "
     "distances, not the rest of the degree-2 polynomial. Costs sharing traffic that grows as "
@@ -37,17 +45,19 @@ _RERANDOMIZE = (
     "docs/results/performance.md, section Re-randomized distances."
 )
 
-AUTO_RERANDOMIZE_MAX_BYTES = 4 * 2**20
-"""The most a contributor's sharing upload may grow for re-randomization to be on by default
-(a quarter of the coordinator's default ``max_body_bytes``). With the default
-``max_clusters`` = 8, the automatic sharing mode and seeded contributions that is every
-federation up to N = 495: all-to-all up to N = 128 (0.76 MiB at 128), then with a committee
-(0.35 MiB at N = 129, c = 86; 3.95 MiB at N = 495, c = 259)."""
+AUTO_RERANDOMIZE_MAX_BYTES = 12 * 2**20
+"""The most the zero-sharing may add to one contributor's sharing upload for
+re-randomization to be on by default: three quarters of the coordinator's default
+``max_body_bytes`` (16 MiB), the rest left to the contributor's own shares (0.39 MiB at
+N = 1,000) and the envelopes' headers, so one sharing request carries both."""
+
+AUTO_RERANDOMIZE_MEAN_BYTES = 1 * 2**20
+"""The most the zero-sharing may add per participant and round, averaged over the
+federation (:func:`zero_sharing_mean_bytes`), for re-randomization to be on by default."""
 
 
 def zero_sharing_upload_bytes(params: CryptoParams) -> int:
-    """Bytes the zero-sharing adds to one contributor's sharing upload (a round asks
-    ``T + 1 + D`` participants, ``coordinator.rounds.rerandomization``), without the
+    """Bytes the zero-sharing adds to one contributor's sharing upload, without the
     envelopes' headers: a 32-byte seed to each recipient at the code's first
     :attr:`~crypto.rerandomize.ZeroSharing.seeded_points` points and a vector of
     :func:`~crypto.rerandomize.contribution_length` clustering-field elements (the outputs'
@@ -63,15 +73,41 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
     return vectors * length * width + seeded * SEED_SIZE
 
 
+def zero_contributors_per_round(params: CryptoParams) -> int:
+    """How many participants a round with all ``N`` on its roster asks for a zero-sharing:
+    a committee federation's drawn sample (:func:`crypto.contributor_sample.sample_plan`;
+    47 at N = 1,000), else ``T + 1 + D`` (:func:`crypto.rerandomize.contributors_wanted`;
+    63 at N = 100)."""
+    n, colluders = params.n_participants, params.colluders_among_participants
+    missing, points = params.clustering_dropouts, params.code_points
+    plan = sample_plan(n, colluders, missing, points) if params.has_committee else None
+    if plan is not None:
+        return plan.size
+    return contributors_wanted(n, colluders, dropouts_of(n, missing, points))
+
+
+def zero_sharing_mean_bytes(params: CryptoParams) -> float:
+    """What the zero-sharing adds per participant and round on average: the round's
+    contributors' uploads (:func:`zero_sharing_upload_bytes` each, the worst case) spread
+    over the ``N`` participants; also ``1 / N`` of what the coordinator carries."""
+    upload = zero_sharing_upload_bytes(params)
+    return zero_contributors_per_round(params) * upload / params.n_participants
+
+
 def rerandomize_by_default(params: CryptoParams) -> bool:
-    """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: when the
-    zero-sharing adds at most :data:`AUTO_RERANDOMIZE_MAX_BYTES` to a contributor's upload,
-    all-to-all or with a committee alike (0.47 MiB at N = 100, 0.76 MiB at N = 128, 3.95 MiB
-    at N = 495 with its committee of 259). Above that it stays off: with a committee of ``c``
-    a contributor's ``c - 2 T_c`` vectors of ``N * 2 max_clusters + ...`` values grow as
-    ``N c`` (+11.6 MiB per contributor at N = 1,000; 5.7 GiB per round through the
-    coordinator from its 500 contributors, docs/protocol.md section 4)."""
-    return zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
+    """Whether ``tolerance.rerandomize_distances`` = null (automatic) switches it on: when a
+    contributor's zero-sharing fits :data:`AUTO_RERANDOMIZE_MAX_BYTES` and the federation's
+    mean, :func:`zero_sharing_mean_bytes`, fits :data:`AUTO_RERANDOMIZE_MEAN_BYTES`. With the
+    defaults (``max_clusters`` = 8, the automatic sharing mode, seeded contributions,
+    committee rounds' drawn contributors) that is every federation up to the largest
+    (N = 1,024): 0.76 MiB per contributor and 0.39 MiB per participant at N = 128
+    all-to-all, 11.6 MiB per contributor (47 of them) and 0.55 MiB per participant at
+    N = 1,000 with its committee of 379. Off, for example, all-to-all at N = 100 with
+    ``max_clusters`` = 100 (7.6 MiB per contributor, 63 of them: 4.8 MiB per participant)."""
+    return (
+        zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
+        and zero_sharing_mean_bytes(params) <= AUTO_RERANDOMIZE_MEAN_BYTES
+    )
 
 
 class CryptoConfig(_Frozen):
@@ -189,9 +225,10 @@ class Tolerance(_Frozen):
         default=None,
         strict=True,
         description=_RERANDOMIZE
-        + " Null (default): on while it adds at most 4 MiB to a contributor's upload, "
-        "all-to-all or with a committee (at max_clusters = 8 and the automatic committee: "
-        "every federation up to N = 495), off above.",
+        + " Null (default): on while it adds at most 12 MiB to one contributor's upload and "
+        "at most 1 MiB per participant and round on average, all-to-all or with a committee "
+        "(at max_clusters = 8 and the automatic committee: every federation, up to "
+        "N = 1,024), off above.",
     )
     committee_size: int | None = Field(
         default=None,

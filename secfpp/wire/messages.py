@@ -294,7 +294,9 @@ class DistanceTask(WireModel):
         description="Federations that re-randomize distances: the participants whose "
         "zero-sharing contributions every recipient adds to its results, sorted: at least "
         "T + 1 participants who shared this round (T the colluders among all participants, "
-        "crypto.rerandomize.contributor_floor); a participant refuses fewer "
+        "crypto.rerandomize.contributor_floor) or, in a committee round, at least the floor "
+        "of the sample drawn with the round's beacon and only sampled participants "
+        "(crypto.contributor_sample); a participant refuses anything else "
         "(too_few_contributors) and refuses when one of them did not reach it "
         "(missing_share). The request digest binds it. Null: every participant contributes "
         "(coordinators before 2026-11-29, and every request with distance-stage noise).",
@@ -688,8 +690,9 @@ class RoundStatus(WireModel):
     zero_contributors: list[int] | None = Field(
         default=None,
         description="Participants this round asked for a zero-sharing contribution that "
-        "re-randomizes the distances (T + 1 + D of them, a different subset each round, "
-        "docs/protocol.md section 4, 'Who contributes'); null when every participant is "
+        "re-randomizes the distances (T + 1 + D of them, a different subset each round, or "
+        "in a committee round the sample drawn with its beacon; docs/protocol.md section 4, "
+        "'Who contributes'); null when every participant is "
         "asked (distance-stage noise) or the round does not re-randomize.",
     )
     distances: dict[str, Any] | None = Field(

@@ -1,9 +1,10 @@
 """Committee rounds with ``rerandomize_distances``: the real app and production engines.
 
-``N = 12`` participants share to a committee of ``c = 7`` (conftest); the round's ``T + 1 + D``
-contributors also seal their zero-sharing to the 7 members, members add every named
-contributor's contribution, and the coordinator's decode still equals the exact integer
-reference.
+``N = 12`` participants share to a committee of ``c = 7`` (conftest); the round's contributors
+(a sample drawn with the round's beacon, :mod:`crypto.contributor_sample`, which every
+participant recomputes) also seal their zero-sharing to the 7 members, members add every
+named contributor's contribution, and the coordinator's decode still equals the exact
+integer reference.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import numpy as np
 import pytest
 
 from secfpp.coordinator.rounds.rerandomization import sharing_dropouts
+from secfpp.crypto.contributor_sample import round_sample
 from secfpp.crypto.rerandomize import ZeroSharing
+from secfpp.participant.protocol import contributor_sample
+from secfpp.wire.messages import Task
 from tests.committee.test_rounds import envelope_rows, exact_point_distances
 
 
@@ -26,13 +30,29 @@ def test_rerandomized_committee_rounds_decode_exactly(
     params = f.engines[0].params
     assert f.federation["config"]["crypto"]["rerandomize_distances"] is True
     number = f.start_round()
-    members = f.task(0)["committee"]["members"]
+    announced = f.task(0)["committee"]
+    members = announced["members"]
     contributors = f.status(number)["zero_contributors"]
-    # T = 3 colluders among the 12 participants and D = ceil(12 f) sharing dropouts
-    assert len(contributors) == params.colluders_among_participants + 1 + sharing_dropouts(
-        params, kit.N
+    # the round asks the sample drawn with its beacon (crypto/contributor_sample.py): 5 of
+    # the 12 with F = 2 colluders, tolerating D_s = 2 dropouts (the 3 a request must name
+    # hold an honest one surely), where the any-subset rule would ask T + 1 + D = 3 + 4 = 7
+    sample = round_sample(
+        params,
+        federation_id=f.federation["id"],
+        round_number=number,
+        roster=announced["roster"],
+        beacon=bytes.fromhex(announced["beacon"]),
     )
-    assert len(contributors) < kit.N
+    assert sample is not None
+    assert contributors == list(sample.members)
+    # what each participant recomputes from its own task's announcement to check the request
+    for i in range(kit.N):
+        own = contributor_sample(Task.model_validate(f.task(i)), params)
+        assert own is not None
+        assert own.members == sample.members
+    assert (sample.plan.size, sample.plan.dropouts, sample.plan.floor) == (5, 2, 3)
+    any_subset = params.colluders_among_participants + 1 + sharing_dropouts(params, kit.N)
+    assert any_subset == 7
     for i in range(kit.N):  # only the round's contributors are asked for a zero-sharing
         kinds = [s["kind"] for s in f.task(i)["sharing"]["envelopes"]]
         asked = ["prompt", "zero", "zero-seed", "update"] if i in contributors else None

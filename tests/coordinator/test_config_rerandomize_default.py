@@ -2,9 +2,11 @@
 
 The decoded distance polynomial shows more than its value unless participants re-randomize it
 (docs/protocol.md sections 4 and 9), so a federation created with the defaults must do so
-whenever the zero-sharings fit the traffic budget, all-to-all or with a committee; above it
-(+12 MB per participant at N = 1,000 with its committee, seeds included) the default stays
-off.
+whenever the zero-sharings fit the traffic budget, all-to-all or with a committee: at most
+12 MiB added to one contributor's upload (it must fit one sharing request) and at most 1 MiB
+per participant and round on average. Since committee rounds ask a sample drawn with the
+round's beacon (crypto/contributor_sample.py: 47 contributors at N = 1,000 instead of 500)
+that is every default federation; the budget still turns it off where outputs are many.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from secfpp.crypto.rerandomize import ZeroSharing, output_bound
 from secfpp.federation import FederationCreate
 from secfpp.federation.crypto import (
     AUTO_RERANDOMIZE_MAX_BYTES,
+    AUTO_RERANDOMIZE_MEAN_BYTES,
     rerandomize_by_default,
+    zero_contributors_per_round,
+    zero_sharing_mean_bytes,
     zero_sharing_upload_bytes,
 )
+from secfpp.wire.limits import MAX_PARTICIPANTS
 
 
 def _resolve(n: int, **tolerance: object) -> bool:
@@ -33,19 +39,54 @@ def test_default_federations_rerandomize(n: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("n", "on"),
-    [(129, True), (200, True), (223, True), (224, True), (495, True), (496, False), (1000, False)],
+    ("n", "contributors", "mib", "mean_mib"),
+    [(129, 32, 0.35, 0.09), (495, 43, 3.95, 0.34), (496, 44, 4.02, 0.36), (1000, 47, 11.63, 0.55)],
 )
-def test_committee_federations_rerandomize_within_the_same_budget(n: int, on: bool) -> None:
-    """The budget is per participant whatever the sharing mode: with the automatic committee
-    and seeded contributions every federation up to N = 495 (3.9 MiB, c = 259) re-randomizes,
-    N = 496 (c = 262: 4.02 MiB) and N = 1,000 (11.6 MiB) not. With vectors to every member
-    (before seeds) the limit was N = 223."""
+def test_committee_federations_rerandomize_within_the_budget(
+    n: int, contributors: int, mib: float, mean_mib: float
+) -> None:
+    """With the automatic committee, seeded contributions and drawn contributors every
+    committee federation re-randomizes. Under the former rule (at most 4 MiB per contributor,
+    500 contributors at N = 1,000) N = 496 (4.02 MiB) and N = 1,000 (11.6 MiB) did not."""
     config = FederationCreate(name="f", n_participants=n).resolve()
     assert config.crypto.committee_size is not None
-    assert config.crypto.rerandomize_distances is on
+    assert config.crypto.rerandomize_distances is True
     params = config.crypto_params()
-    assert (zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES) is on
+    assert zero_contributors_per_round(params) == contributors
+    assert zero_sharing_upload_bytes(params) / 2**20 == pytest.approx(mib, abs=0.01)
+    assert zero_sharing_mean_bytes(params) / 2**20 == pytest.approx(mean_mib, abs=0.01)
+    assert zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
+    assert zero_sharing_mean_bytes(params) <= AUTO_RERANDOMIZE_MEAN_BYTES
+
+
+def test_every_default_federation_rerandomizes() -> None:
+    """N = 3 to the largest federation (MAX_PARTICIPANTS = 1,024), every 7th size and the
+    ends: the automatic default is on for all of them."""
+    sizes = [*range(3, MAX_PARTICIPANTS + 1, 7), MAX_PARTICIPANTS]
+    off = [n for n in sizes if not _resolve(n)]
+    assert off == []
+
+
+def test_each_half_of_the_budget_can_turn_it_off() -> None:
+    # all-to-all N = 100 at max_clusters = 100: 7.6 MB per contributor fits the 12 MiB, but
+    # its 63 contributors make 4.8 MB per participant
+    params = (
+        FederationCreate(name="f", n_participants=100, tolerance={"max_clusters": 100})
+        .resolve()
+        .crypto_params()
+    )
+    assert zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
+    assert zero_sharing_mean_bytes(params) > AUTO_RERANDOMIZE_MEAN_BYTES
+    assert not rerandomize_by_default(params)
+    # N = 1,000 with its committee at max_clusters = 16: 23 MiB per contributor does not fit
+    # one sharing request, though its 47 contributors average 1.1 MiB per participant
+    params = (
+        FederationCreate(name="f", n_participants=1000, tolerance={"max_clusters": 16})
+        .resolve()
+        .crypto_params()
+    )
+    assert zero_sharing_upload_bytes(params) > AUTO_RERANDOMIZE_MAX_BYTES
+    assert not rerandomize_by_default(params)
 
 
 def test_an_explicit_choice_wins_both_ways() -> None:
@@ -54,8 +95,6 @@ def test_an_explicit_choice_wins_both_ways() -> None:
 
 
 def test_too_many_outputs_turn_the_default_off() -> None:
-    # max_clusters = N = 100 all-to-all: 38 vectors of 100 * 200 + 4950 elements of 8 bytes
-    # (and 62 seeds) = 7.6 MB
     assert _resolve(100, max_clusters=100) is False
     assert _resolve(100, max_clusters=100, rerandomize_distances=True) is True
 
@@ -67,14 +106,10 @@ def test_the_budget_is_the_upload_the_zero_sharings_add() -> None:
     assert ZeroSharing(params.clustering_lcc()).seeded_points == 62
     assert output_bound(100, params.max_clusters) == 1628
     assert zero_sharing_upload_bytes(params) == 38 * 1629 * 8 + 62 * 32 == 497_200
+    # all-to-all: T + 1 + D = 25 + 1 + 37 contributors, spread over the 100
+    assert zero_contributors_per_round(params) == 63
+    assert zero_sharing_mean_bytes(params) == 63 * 497_200 / 100
     assert rerandomize_by_default(params)
-    # the largest all-to-all N the 4 MiB budget admits at max_clusters = 8
-    largest = max(
-        n
-        for n in range(3, 400)
-        if zero_sharing_upload_bytes(CryptoParams.for_federation(n)) <= AUTO_RERANDOMIZE_MAX_BYTES
-    )
-    assert largest == 294  # 180 with vectors to every recipient
 
 
 def test_the_switch_is_a_strict_boolean_or_null() -> None:

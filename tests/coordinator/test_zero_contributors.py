@@ -2,7 +2,8 @@
 ``coordinator.rounds.rerandomization``): a round asks ``T + 1 + D`` participants for a
 zero-sharing, a different subset each round, never one an offset check convicted; the
 distance request names those that shared, and a round where fewer than ``T + 1`` shared has
-no distance stage (participants would refuse it, ``too_few_contributors``)."""
+no distance stage (participants would refuse it, ``too_few_contributors``). A committee
+round asks the sample drawn with its beacon instead, and needs its floor."""
 
 from __future__ import annotations
 
@@ -15,19 +16,20 @@ from secfpp.coordinator.rounds.machine import Stage
 from secfpp.coordinator.rounds.protocol import close_sharing
 from secfpp.coordinator.rounds.rerandomization import (
     designate,
-    dropouts_of,
     minimum_contributors,
     sharing_dropouts,
 )
 from secfpp.coordinator.rounds.state import RoundState
 from secfpp.coordinator.rounds.views import envelope_specs
 from secfpp.crypto.clustering import Membership
+from secfpp.crypto.contributor_sample import Sample, round_sample
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rerandomize import contributors_wanted
 from secfpp.federation import FederationConfig, FederationCreate
 from tests.support.coordinator import federation_request
 
 N = 24
+BEACON = bytes(range(7, 39))
 
 
 def _config(n: int = N) -> FederationConfig:
@@ -140,34 +142,60 @@ def test_a_convicted_participant_is_no_contributor_of_the_request() -> None:
     assert not {0, 1} & set(refs.contributors)
 
 
-def test_contributors_drawn_like_the_committee_would_be_a_tenth_at_n_1000() -> None:
-    """docs/protocol.md section 9 (the re-randomization default above N = 495): contributors
-    drawn from the round's beacon, as the committee is, would need only a sample ``k`` whose
-    colluders exceed ``t_k`` with probability below ``2**-40`` (the committee's bound) and
-    that keeps ``t_k + 1`` after its ``D_k`` tolerated sharing dropouts: 47 at N = 1,000
-    (``t_k`` = 34, ``D_k`` = 12) instead of the ``T + 1 + D`` = 500 any-subset rule."""
-    from fractions import Fraction
-
-    from secfpp.crypto.committee import (
-        SECURITY_BITS,
-        plan_committee,
-        population_colluders,
-        tail_probability,
+def _committee_state(n: int, gone: int = 0) -> tuple[FederationConfig, Any, Sample]:
+    """A committee round of ``n`` (automatic committee) whose contributors are its drawn
+    sample (crypto/contributor_sample.py)."""
+    config = FederationCreate(name="f", n_participants=n).resolve()
+    params = config.crypto_params()
+    roster = list(range(n))
+    committee = list(range(params.code_points))  # who the members are does not matter here
+    sample = round_sample(params, federation_id="fed", round_number=4, roster=roster, beacon=BEACON)
+    assert sample is not None
+    state = RoundState(
+        membership=Membership.initial(roster).to_dict(),
+        generation=0,
+        clustering=True,
+        participants=roster,
+        committee=committee,
+        beacon=BEACON.hex(),
+        zero_contributors=designate(
+            params, 4, roster, [], federation_id="fed", beacon=BEACON.hex()
+        ),
     )
+    return config, state, sample
 
-    n = 1000
-    plan = plan_committee(n, collusion_fraction=0.25, dropout_fraction=0.25)
-    colluders = population_colluders(n, 0.25)
-    missing = plan.size - plan.clustering_code.threshold(2)
-    assert (plan.size, colluders) == (379, 250)
-    assert contributors_wanted(n, colluders, dropouts_of(n, missing, plan.size)) == 500
 
-    bound = Fraction(1, 2**SECURITY_BITS)  # committee_size's test, crypto.committee._safe
+def test_a_committee_round_asks_its_drawn_sample_less_the_convicted() -> None:
+    """N = 300 (committee of 187): 40 drawn instead of T + 1 + D = 150; a convicted
+    participant in the sample is not asked; the floor a request needs is 30, not 76."""
+    config, state, sample = _committee_state(300)
+    params = config.crypto_params()
+    assert state.zero_contributors == list(sample.members)
+    assert (sample.plan.size, sample.plan.floor) == (40, 30)
+    assert contributors_wanted(300, 75, sharing_dropouts(params, 300)) == 150
+    convicted = sample.members[0]
+    assert designate(
+        params, 4, list(range(300)), [convicted], federation_id="fed", beacon=BEACON.hex()
+    ) == list(sample.members[1:])
+    assert minimum_contributors(params, 300) == 30
+    assert minimum_contributors(params) == 76  # T + 1 without a roster
+    # the same roster and beacon in an all-to-all federation: the any-subset rule
+    plain = _config(300).crypto_params()
+    assert not plain.has_committee
+    assert len(designate(plain, 4, list(range(300)), federation_id="fed", beacon="ab" * 16)) > 40
 
-    def sampled(k: int) -> tuple[int, int] | None:
-        t = next(t for t in range(k + 1) if tail_probability(n, colluders, k, t) < bound)
-        d = dropouts_of(k, missing, plan.size)
-        return (t, d) if t + 1 + d <= k else None
 
-    k = next(k for k in range(2, n + 1) if sampled(k) is not None)
-    assert (k, sampled(k)) == (47, (34, 12))
+def test_a_committee_round_needs_the_samples_floor_to_have_distances() -> None:
+    config, state, sample = _committee_state(300)
+    named = list(sample.members)
+    everybody = set(range(300))
+    gone = set(named[:11])  # 29 of the sample left: fewer than its floor of 30
+    out = close_sharing(state, config, everybody - gone, gone, salt="ab" * 32)
+    assert out.state.refs is None
+    assert out.stage is Stage.AGGREGATION
+    gone = set(named[:10])  # 30 left: the request names them
+    out = close_sharing(state, config, everybody - gone, gone, salt="ab" * 32)
+    assert out.stage is Stage.DISTANCES
+    refs = out.state.refs_obj()
+    assert refs is not None
+    assert refs.contributors == tuple(named[10:])
