@@ -10,8 +10,10 @@ sample's floor or anybody outside the sample, unless it names ``T + 1``.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
+import struct
 from collections import Counter
 from fractions import Fraction
 
@@ -127,6 +129,44 @@ def test_the_draw_is_public_sorted_and_not_the_committee() -> None:
     assert sample == shuffle_draw(seed, roster, 47)
     assert sample != draw_contributors("fed", 8, roster, BEACON, plan)
     assert sample != draw_contributors("fed", 7, roster, BEACON[::-1], plan)
+
+
+def _draw_from_the_spec(
+    fid: str, round_number: int, roster: list[int], beacon: bytes, s: int
+) -> list[int]:
+    """docs/protocol.md section 11, "The draw", with the contributors' domain, written from the
+    text alone (no project code)."""
+    members = sorted(roster)
+    seed = hashlib.sha256(
+        b"secfpp-zero-contributors|v1"
+        + struct.pack("<I", len(fid.encode()))
+        + fid.encode()
+        + struct.pack("<QII", round_number, s, len(members))
+        + b"".join(struct.pack("<Q", m) for m in members)
+        + struct.pack("<I", len(beacon))
+        + beacon
+    ).digest()
+    words = (
+        w
+        for k in itertools.count()
+        for w in struct.unpack("<4Q", hashlib.sha256(seed + struct.pack("<Q", k)).digest())
+    )
+    for i in range(s):
+        m = len(members) - i
+        w = next(words)
+        while w >= 2**64 - (2**64 % m):
+            w = next(words)
+        j = i + w % m
+        members[i], members[j] = members[j], members[i]
+    return sorted(members[:s])
+
+
+@pytest.mark.parametrize(("n", "s", "round_number"), [(1000, 47, 1), (129, 32, 12), (12, 5, 3)])
+def test_the_draw_is_the_one_protocol_md_specifies(n: int, s: int, round_number: int) -> None:
+    roster = [3 * i + 1 for i in range(n)]
+    plan = SamplePlan(size=s, dropouts=1)
+    expected = _draw_from_the_spec("fed-Ω", round_number, roster, BEACON, s)
+    assert list(draw_contributors("fed-Ω", round_number, roster, BEACON, plan)) == expected
 
 
 def test_every_subset_is_equally_likely() -> None:
