@@ -103,7 +103,7 @@ def rerandomize_by_default(params: CryptoParams) -> bool:
     (N = 1,024): 0.76 MiB per contributor and 0.39 MiB per participant at N = 128
     all-to-all, 11.6 MiB per contributor (47 of them) and 0.55 MiB per participant at
     N = 1,000 with its committee of 379. Off, for example, all-to-all at N = 100 with
-    ``max_clusters`` = 100 (7.6 MiB per contributor, 63 of them: 4.8 MiB per participant)."""
+    ``max_clusters`` = 100 (7.2 MiB per contributor, 63 of them: 4.6 MiB per participant)."""
     return (
         zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
         and zero_sharing_mean_bytes(params) <= AUTO_RERANDOMIZE_MEAN_BYTES

@@ -68,23 +68,26 @@ def test_every_default_federation_rerandomizes() -> None:
 
 
 def test_each_half_of_the_budget_can_turn_it_off() -> None:
-    # all-to-all N = 100 at max_clusters = 100: 7.6 MB per contributor fits the 12 MiB, but
-    # its 63 contributors make 4.8 MB per participant
+    # all-to-all N = 100 at max_clusters = 100: 7.2 MiB per contributor fits the 12 MiB, but
+    # its 63 contributors make 4.6 MiB per participant
     params = (
         FederationCreate(name="f", n_participants=100, tolerance={"max_clusters": 100})
         .resolve()
         .crypto_params()
     )
     assert zero_sharing_upload_bytes(params) <= AUTO_RERANDOMIZE_MAX_BYTES
+    assert zero_sharing_mean_bytes(params) / 2**20 == pytest.approx(4.56, abs=0.01)
     assert zero_sharing_mean_bytes(params) > AUTO_RERANDOMIZE_MEAN_BYTES
     assert not rerandomize_by_default(params)
     # N = 1,000 with its committee at max_clusters = 16: 23 MiB per contributor does not fit
-    # one sharing request, though its 47 contributors average 1.1 MiB per participant
+    # one sharing request (and its 47 contributors would average 1.09 MiB per participant)
     params = (
         FederationCreate(name="f", n_participants=1000, tolerance={"max_clusters": 16})
         .resolve()
         .crypto_params()
     )
+    assert zero_sharing_upload_bytes(params) / 2**20 == pytest.approx(23.3, abs=0.05)
+    assert zero_sharing_mean_bytes(params) / 2**20 == pytest.approx(1.09, abs=0.01)
     assert zero_sharing_upload_bytes(params) > AUTO_RERANDOMIZE_MAX_BYTES
     assert not rerandomize_by_default(params)
 

@@ -256,3 +256,13 @@ def test_a_named_set_the_rule_accepts_holds_an_honest_member_but_with_tiny_proba
     with pytest.raises(RefusalError):
         check_named(range(plan.floor - 1), sample=range(plan.size), plan=plan)
     check_named(range(plan.floor), sample=range(plan.size), plan=plan)
+
+
+def test_the_availability_figures_protocol_md_quotes() -> None:
+    """docs/protocol.md section 4 ("drawn contributors", what it gives up) and section 9:
+    the chance that withholding colluders leave a sample of 47 below its floor of 35 (13 or
+    more of them in it), against the committee's own exposure and the any-subset rule's."""
+    assert float(tail_probability(N, 250, 47, 12)) == pytest.approx(0.39, abs=0.005)
+    assert float(tail_probability(N, 100, 47, 12)) == pytest.approx(0.0004, abs=0.00005)
+    assert float(tail_probability(N, 250, 379, 94)) == pytest.approx(0.51, abs=0.005)
+    assert float(tail_probability(N, 250, 500, 249)) < 1e-93
