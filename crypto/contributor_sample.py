@@ -62,6 +62,7 @@ __all__ = [
     "SamplePlan",
     "check_named",
     "draw_contributors",
+    "plan_for",
     "round_sample",
     "sample_plan",
 ]
@@ -129,6 +130,21 @@ def sample_plan(
     return None
 
 
+def plan_for(params: CryptoParams, roster: int) -> SamplePlan | None:
+    """:func:`sample_plan` of a federation's committee rounds with ``roster`` participants:
+    its colluders among all participants and its distance code's tolerated dropouts. None
+    in an all-to-all federation (no roster is announced), for an empty roster, or where the
+    sample saves nothing."""
+    if not params.has_committee or roster < 1:
+        return None
+    return sample_plan(
+        roster,
+        params.colluders_among_participants,
+        params.clustering_dropouts,
+        params.code_points,
+    )
+
+
 def draw_contributors(
     federation_id: str,
     round_number: int,
@@ -164,14 +180,7 @@ def round_sample(
     The coordinator asks the sample (less convicted participants) for zero-sharings; a
     participant recomputes it from the task's committee announcement, which it has checked
     (:func:`crypto.committee.check_announced_committee`), to check the request's names."""
-    if not params.has_committee or not roster:
-        return None
-    plan = sample_plan(
-        len(roster),
-        params.colluders_among_participants,
-        params.clustering_dropouts,
-        params.code_points,
-    )
+    plan = plan_for(params, len(roster))
     if plan is None:
         return None
     members = draw_contributors(federation_id, round_number, roster, beacon, plan)

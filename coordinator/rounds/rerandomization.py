@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from secfpp.crypto.contributor_sample import Sample, round_sample, sample_plan
+from secfpp.crypto.contributor_sample import Sample, plan_for, round_sample
 from secfpp.crypto.params import CryptoParams
 from secfpp.crypto.rerandomize import contributor_floor, contributors_wanted, dropouts_of
 
@@ -80,18 +80,9 @@ def designate(
 
 def minimum_contributors(params: CryptoParams, roster: int | None = None) -> int:
     """The fewest contributors a distance request may name: the floor of a committee round's
-    drawn sample (``roster`` its size, :func:`crypto.contributor_sample.sample_plan`) where
+    drawn sample (``roster`` its size, :func:`crypto.contributor_sample.plan_for`) where
     it has one, else ``T + 1`` (:func:`crypto.rerandomize.contributor_floor`)."""
-    plan = (
-        sample_plan(
-            roster,
-            params.colluders_among_participants,
-            params.clustering_dropouts,
-            params.code_points,
-        )
-        if params.has_committee and roster
-        else None
-    )
+    plan = None if roster is None else plan_for(params, roster)
     return contributor_floor(params.colluders_among_participants) if plan is None else plan.floor
 
 

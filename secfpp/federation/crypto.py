@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from secfpp.crypto.contributor_sample import sample_plan
+from secfpp.crypto.contributor_sample import plan_for
 from secfpp.crypto.params import CodeSpec, CryptoParams, FieldSpec
 from secfpp.crypto.rerandomize import (
     SEED_SIZE,
@@ -75,15 +75,15 @@ def zero_sharing_upload_bytes(params: CryptoParams) -> int:
 
 def zero_contributors_per_round(params: CryptoParams) -> int:
     """How many participants a round with all ``N`` on its roster asks for a zero-sharing:
-    a committee federation's drawn sample (:func:`crypto.contributor_sample.sample_plan`;
+    a committee federation's drawn sample (:func:`crypto.contributor_sample.plan_for`;
     47 at N = 1,000), else ``T + 1 + D`` (:func:`crypto.rerandomize.contributors_wanted`;
     63 at N = 100)."""
-    n, colluders = params.n_participants, params.colluders_among_participants
-    missing, points = params.clustering_dropouts, params.code_points
-    plan = sample_plan(n, colluders, missing, points) if params.has_committee else None
+    n = params.n_participants
+    plan = plan_for(params, n)
     if plan is not None:
         return plan.size
-    return contributors_wanted(n, colluders, dropouts_of(n, missing, points))
+    dropouts = dropouts_of(n, params.clustering_dropouts, params.code_points)
+    return contributors_wanted(n, params.colluders_among_participants, dropouts)
 
 
 def zero_sharing_mean_bytes(params: CryptoParams) -> float:
