@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from fastapi.testclient import TestClient
 
     from tests.support.coordinator import FederationHarness
+    from tests.support.frozen import FrozenFederations
 
 
 # Hypothesis profiles. ``dev`` (the default) is quick: 40 examples a property and no
@@ -210,6 +211,15 @@ def client(db_url: str, clock: FakeClock, client_base_url: str) -> Iterator[Test
     app = create_app(make_settings(db_url), clock=clock)
     with TestClient(app, base_url=client_base_url) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="session")
+def frozen(tmp_path_factory: pytest.TempPathFactory) -> FrozenFederations:
+    """Federations built once per session and copied into each test's database, for the
+    modules that only need their state (:mod:`tests.support.frozen`)."""
+    from tests.support.frozen import FrozenFederations
+
+    return FrozenFederations(tmp_path_factory.mktemp("frozen"))
 
 
 @pytest.fixture

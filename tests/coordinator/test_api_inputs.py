@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,17 +16,41 @@ from fastapi.testclient import TestClient
 from sqlalchemy import exc as sa_exc
 
 from secfpp.wire import limits
-from tests.support.common import ADMIN
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness
+from tests.support.frozen import FrozenFederations
+
+# ``sharing`` is built once per backend and session and copied into each test's database
+# (tests/support/frozen.py; building it cost 0.5 s of CPU per test), so the module runs on
+# one worker.
+pytestmark = pytest.mark.xdist_group("api_inputs")
 
 HUGE = 99999999999999999999
 DEEP = b"[" * 50_000 + b"]" * 50_000
 
 
+def _sharing(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    h = FederationHarness(client)
+    assert h.start_round() == 1
+    return h
+
+
+FROZEN = {"sharing": _sharing}
+
+
 @pytest.fixture
-def sharing(harness: Any) -> Any:
+def db_url(
+    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+) -> str:
+    return frozen.fill(request, db_url, backend, FROZEN)
+
+
+@pytest.fixture
+def sharing(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """Round 1 in the sharing stage."""
-    harness.start_round()
-    return harness
+    h: FederationHarness = frozen.built(_sharing, backend).twin(client)
+    assert h.stage(1) == "sharing"
+    return h
 
 
 ATTESTATION = {

@@ -5,30 +5,63 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from secfpp.crypto.wire import pack_field_vector
-from tests.support.common import ADMIN
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness
+from tests.support.frozen import FrozenFederations
+
+# ``sharing`` and ``distances`` are built once per backend and session and copied into each
+# test's database (tests/support/frozen.py; building them cost 0.5-1 s of CPU per test), so
+# the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("bad_inputs")
+
+
+def _sharing(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    h = FederationHarness(client)
+    h.start_round()
+    h.sims[0].step()
+    return h
+
+
+def _distances(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    h = FederationHarness(client)
+    h.start_round()
+    h.act()
+    assert h.stage(1) == "distances"
+    return h
+
+
+FROZEN = {"sharing": _sharing, "distances": _distances}
 
 
 @pytest.fixture
-def sharing(harness: Any) -> Any:
+def db_url(
+    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+) -> str:
+    return frozen.fill(request, db_url, backend, FROZEN)
+
+
+@pytest.fixture
+def sharing(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """A federation whose round 1 is in the sharing stage; participant 0 has shared."""
-    harness.start_round()
-    harness.sims[0].step()
-    return harness
+    h: FederationHarness = frozen.built(_sharing, backend).twin(client)
+    assert h.status(1)["uploads"]["sharing"] == [h.sims[0].index]
+    return h
 
 
 @pytest.fixture
-def distances(harness: Any) -> Any:
+def distances(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """Round 1 in the distance stage, nobody has answered yet."""
-    harness.start_round()
-    harness.act()
-    assert harness.stage(1) == "distances"
-    return harness
+    h: FederationHarness = frozen.built(_distances, backend).twin(client)
+    assert h.stage(1) == "distances"
+    return h
 
 
 def _share_body(h: Any, sim_index: int = 1) -> dict[str, Any]:

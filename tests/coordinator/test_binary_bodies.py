@@ -10,23 +10,49 @@ from __future__ import annotations
 
 import base64
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.wire import pack_envelopes, pack_inbox, unpack_envelopes, unpack_inbox
-from tests.support.common import ADMIN
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness
+from tests.support.frozen import FrozenFederations
+
+# ``sharing`` is built once per backend and session and copied into each test's database
+# (tests/support/frozen.py; building it cost 0.5 s of CPU per test), so the module runs on
+# one worker.
+pytestmark = pytest.mark.xdist_group("binary_bodies")
 
 OCTETS = {"Content-Type": "application/octet-stream"}
 SHARES = "/v1/participants/me/rounds/{number}/shares"
 
 
+def _sharing(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    h = FederationHarness(client)
+    assert h.start_round() == 1
+    return h
+
+
+FROZEN = {"sharing": _sharing}
+
+
 @pytest.fixture
-def sharing(harness: Any) -> Any:
+def db_url(
+    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+) -> str:
+    return frozen.fill(request, db_url, backend, FROZEN)
+
+
+@pytest.fixture
+def sharing(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """Round 1 in the sharing stage, nobody has shared yet."""
-    harness.start_round()
-    return harness
+    h: FederationHarness = frozen.built(_sharing, backend).twin(client)
+    assert h.status(1)["uploads"]["sharing"] == []
+    return h
 
 
 def _records(body: dict[str, Any]) -> list[tuple[int, str, bytes]]:

@@ -4,26 +4,59 @@ with a problem document and no change; shown in the admin round status and per f
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from secfpp.coordinator.rounds import participant_metrics
-from tests.support.common import ADMIN
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness
+from tests.support.frozen import FrozenFederations
+
+# ``published`` and ``started`` are built once per backend and session and copied into each
+# test's database (tests/support/frozen.py; a whole round cost 2-3 s of CPU per test), so
+# the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("metrics")
+
+
+def _published(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    h = FederationHarness(client)
+    assert h.stage(h.run_round()) == "published"
+    return h
+
+
+def _started(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    h = FederationHarness(client)
+    assert h.start_round() == 1
+    return h
+
+
+FROZEN = {"published": _published, "started": _started}
 
 
 @pytest.fixture
-def published(harness: Any) -> Any:
+def db_url(
+    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+) -> str:
+    return frozen.fill(request, db_url, backend, FROZEN)
+
+
+@pytest.fixture
+def published(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """A federation whose round 1 is published."""
-    assert harness.stage(harness.run_round()) == "published"
-    return harness
+    h: FederationHarness = frozen.built(_published, backend).twin(client)
+    assert h.stage(1) == "published"
+    return h
 
 
 @pytest.fixture
-def started(harness: Any) -> Any:
+def started(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """A federation whose round 1 has just started (metrics are accepted in any stage)."""
-    assert harness.start_round() == 1
-    return harness
+    h: FederationHarness = frozen.built(_started, backend).twin(client)
+    assert h.stage(1) == "sharing"
+    return h
 
 
 def _report(h: Any, body: Any, sim: int = 0, number: int = 1) -> Any:

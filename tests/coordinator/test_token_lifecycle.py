@@ -4,15 +4,45 @@ revocation, rotation, listing without secrets, one public key per participant.""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
-from tests.support.common import ADMIN
-from tests.support.coordinator import federation_request
+from tests.support.common import ADMIN, FakeClock
+from tests.support.coordinator import FederationHarness, federation_request
+from tests.support.frozen import FrozenFederations
+
+# ``harness`` (8 participants enrolled) is built once per backend and session and copied into
+# each test's database (tests/support/frozen.py; enrolling cost 0.3-0.5 s of CPU per test),
+# so the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("token_lifecycle")
+
+
+def _enrolled(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    return FederationHarness(client)
+
+
+FROZEN = {"harness": _enrolled}
+
+
+@pytest.fixture
+def db_url(
+    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+) -> str:
+    return frozen.fill(request, db_url, backend, FROZEN)
+
+
+@pytest.fixture
+def harness(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
+    """A federation of N = 8 simulated participants on :func:`client`, all enrolled."""
+    h: FederationHarness = frozen.built(_enrolled, backend).twin(client)
+    return h
+
 
 # Rounds without a distance stage (every round is a warmup round): these tests are about
 # who takes part, not about clustering.

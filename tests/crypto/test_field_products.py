@@ -29,7 +29,9 @@ WIDE_BLOCK = 1365  # crypto.linalg._INNER_BLOCK: inner rows of one exact wide GE
 
 @cache
 def _gf(p: int) -> type[galois.FieldArray]:
-    return galois.GF(p)
+    # galois's pure-Python arithmetic (exact Python integers): its default for the narrow
+    # primes JIT-compiles the field's ufuncs with numba first, about 2 s of CPU per prime
+    return galois.GF(p, compile="python-calculate")
 
 
 def _expected(a: np.ndarray, b: np.ndarray, p: int) -> list[list[int]]:

@@ -6,6 +6,7 @@ dashboard route missing from it, so a new page cannot ship without its auth test
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +17,36 @@ from secfpp.coordinator.app import create_app
 from secfpp.coordinator.auth.dashboard_sessions import COOKIE, SESSION_TTL_S
 from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
 from tests.support.common import ADMIN, ADMIN_TOKEN, FakeClock
-from tests.support.coordinator import make_settings
+from tests.support.coordinator import FederationHarness, make_settings
 from tests.support.dashboard import FORM, csrf_of, login
+from tests.support.frozen import FrozenFederations
+
+# ``harness`` (8 participants enrolled) is built once per backend and session and copied into
+# each test's database (tests/support/frozen.py; enrolling cost 0.3-0.5 s of CPU per test),
+# so the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("dashboard_auth")
+
+
+def _enrolled(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    return FederationHarness(client)
+
+
+FROZEN = {"harness": _enrolled}
+
+
+@pytest.fixture
+def db_url(
+    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+) -> str:
+    return frozen.fill(request, db_url, backend, FROZEN)
+
+
+@pytest.fixture
+def harness(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
+    """A federation of N = 8 simulated participants on :func:`client`, all enrolled."""
+    h: FederationHarness = frozen.built(_enrolled, backend).twin(client)
+    return h
+
 
 # (method, path template, needs a session)
 PAGES = [

@@ -41,7 +41,7 @@ class SlowTrainer(FixedTrainer):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--state", type=Path, required=True)
-    parser.add_argument("--poll", type=float, default=0.1)
+    parser.add_argument("--poll", type=float, default=0.25)
     parser.add_argument("--train-delay", type=float, default=0.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

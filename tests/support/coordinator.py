@@ -5,10 +5,16 @@ core: LCC-share its reduced prompt ``x_i`` and its update ``g_i``, seal one enve
 per recipient and kind, open its inbox, check the request (DESIGN.md section 6) and
 upload coded distances or member-set sums. It keeps what it uploaded, so a retry sends
 identical bytes, and it remembers its shares so tests can look for them in the database.
+
+A :meth:`FederationHarness.twin` continues a federation on another client whose database
+is a copy of the first one's: a test module can build a federation (enrolled, or past
+its first round) once and give each test a copy (``tests/coordinator/test_metrics.py``).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -85,6 +91,20 @@ def update_vector(index: int, round_number: int, size: int) -> np.ndarray:
     return DeterministicRandom(f"g|{index}|{round_number}").standard_normal(size) * 0.1
 
 
+class CountedRandom(DeterministicRandom):
+    """:class:`DeterministicRandom` (the same stream) that counts the bytes drawn, so that a
+    twin can continue the stream where this one is (:meth:`SimParticipant.twin`)."""
+
+    def __init__(self, seed: str) -> None:
+        super().__init__(seed)
+        self.drawn = 0
+
+    def random_bytes(self, n: int) -> bytes:
+        out = super().random_bytes(n)
+        self.drawn += n
+        return out
+
+
 @dataclass
 class SimParticipant:
     client: httpx.Client
@@ -107,7 +127,20 @@ class SimParticipant:
 
     def __post_init__(self) -> None:
         self.keys = generate_keypair(DeterministicRandom(f"key|{self.name}"))
-        self.rng = DeterministicRandom(f"sim|{self.name}")
+        self.rng = CountedRandom(f"sim|{self.name}")
+
+    def twin(self, client: httpx.Client) -> SimParticipant:
+        """This participant on ``client``: the same key pair and token, a copy of everything
+        it recorded, and its random stream at the same position (it goes on exactly as this
+        one would have)."""
+        kept = {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name not in ("client", "x_of")
+        }
+        twin = SimParticipant(client, x_of=self.x_of, **kept)
+        twin.rng.random_bytes(self.rng.drawn)
+        return twin
 
     @property
     def headers(self) -> dict[str, str]:
@@ -375,6 +408,16 @@ class FederationHarness(federations.AdminRounds):
         for sim, token in zip(self.sims, r.json()["tokens"], strict=True):
             sim.enroll(token)
         self.sims.sort(key=lambda s: s.index)
+
+    def twin(self, client: httpx.Client) -> FederationHarness:
+        """This federation on ``client``, whose database is a copy of this one's (nothing is
+        sent): the participants are :meth:`SimParticipant.twin` copies."""
+        twin = object.__new__(type(self))
+        twin.client = client
+        twin.federation = copy.deepcopy(self.federation)
+        twin.id = self.id
+        twin.sims = [sim.twin(client) for sim in self.sims]
+        return twin
 
     def stage(self, number: int) -> str:
         return str(self.status(number)["stage"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 PG_HOST = os.environ.get("SECFPP_TEST_PG_HOST", "127.0.0.1")
@@ -81,6 +82,38 @@ class PostgresDatabases:
             return self._clean.pop()
         return self.create(template=self._template)
 
+    def contents(self, name: str) -> Contents:
+        """The rows of every table of ``name`` (a database from :meth:`migrated`) and the
+        states of its sequences, for :meth:`restore`."""
+        if not self._order:
+            raise RuntimeError("the migrated template's tables cannot be ordered")
+        tables = []
+        with connect(name) as conn:
+            for table in reversed(self._order):  # parents first
+                with conn.cursor().copy(f"COPY {_quoted(table)} TO STDOUT (FORMAT BINARY)") as out:
+                    tables.append((table, b"".join(bytes(block) for block in out)))
+            sequences = []
+            for sequence in self._sequences:
+                row = conn.execute(
+                    f"SELECT last_value, is_called FROM {_quoted(sequence)}"
+                ).fetchone()
+                sequences.append((sequence, int(row[0]), bool(row[1])))
+        return Contents(tuple(tables), tuple(sequences))
+
+    def restore(self, name: str, contents: Contents) -> None:
+        """Fill ``name``, a database :meth:`migrated` just gave out (empty), with ``contents``
+        (in one transaction): a copy of the database they were read from, for about 0.03 s
+        where ``CREATE DATABASE ... TEMPLATE`` costs the server 0.4 s of CPU."""
+        with connect(name) as conn, conn.transaction():
+            conn.execute("SET LOCAL search_path TO public, procrastinate")
+            for table, data in contents.tables:
+                with conn.cursor().copy(
+                    f"COPY {_quoted(table)} FROM STDIN (FORMAT BINARY)"
+                ) as into:
+                    into.write(data)
+            for sequence, value, called in contents.sequences:
+                conn.execute("SELECT setval(%s, %s, %s)", (sequence, value, called))
+
     def recycle(self, name: str) -> None:
         """Give back a database from :meth:`migrated` once its test is done: emptied to the
         template's state (every other session on it ended, every row of every table but
@@ -108,6 +141,15 @@ class PostgresDatabases:
     def drop_all(self) -> None:
         for name in list(self._created):
             self.drop(name)
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What :meth:`PostgresDatabases.contents` read: each table's rows (binary ``COPY``,
+    parents before children) and each sequence's ``(last_value, is_called)``."""
+
+    tables: tuple[tuple[str, bytes], ...]
+    sequences: tuple[tuple[str, int, bool], ...]
 
 
 def connect(database: str) -> Any:

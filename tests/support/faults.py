@@ -112,7 +112,7 @@ class Admin:
                 return status
             if time.monotonic() > deadline:
                 raise AssertionError(f"round {number} stuck: {status['stage']} {status['uploads']}")
-            time.sleep(0.1)
+            time.sleep(0.3)
 
 
 def enroll_states(url: str, tokens: list[str], root: Path) -> list[StateDir]:
@@ -142,7 +142,7 @@ def make_engine(url: str, state: StateDir, *, client: CoordinatorClient | None =
     index = int(state.identity()["index"])
     client = client or CoordinatorClient(httpx.Client(base_url=url, timeout=30), retry=FAST_RETRY)
     trainer = FixedTrainer(index, reduced_dim=R, prompt_size=N_CTX * DIM)
-    return Engine(client, state, trainer, rng=DeterministicRandom(f"shares-{index}"), poll_s=0.1)
+    return Engine(client, state, trainer, rng=DeterministicRandom(f"shares-{index}"), poll_s=0.25)
 
 
 class DaemonsStoppedError(Exception):
