@@ -18,7 +18,7 @@ from sqlalchemy import exc as sa_exc
 from secfpp.wire import limits
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
-from tests.support.frozen import FrozenFederations
+from tests.support.frozen import FrozenFederations, copied_database
 
 # ``sharing`` is built once per backend and session and copied into each test's database
 # (tests/support/frozen.py; building it cost 0.5 s of CPU per test), so the module runs on
@@ -38,11 +38,7 @@ def _sharing(client: TestClient, clock: FakeClock, root: Path) -> FederationHarn
 FROZEN = {"sharing": _sharing}
 
 
-@pytest.fixture
-def db_url(
-    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
-) -> str:
-    return frozen.fill(request, db_url, backend, FROZEN)
+db_url = copied_database(FROZEN)
 
 
 @pytest.fixture

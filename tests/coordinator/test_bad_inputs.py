@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from secfpp.crypto.wire import pack_field_vector
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
-from tests.support.frozen import FrozenFederations
+from tests.support.frozen import FrozenFederations, copied_database
 
 # ``sharing`` and ``distances`` are built once per backend and session and copied into each
 # test's database (tests/support/frozen.py; building them cost 0.5-1 s of CPU per test), so
@@ -41,11 +41,7 @@ def _distances(client: TestClient, clock: FakeClock, root: Path) -> FederationHa
 FROZEN = {"sharing": _sharing, "distances": _distances}
 
 
-@pytest.fixture
-def db_url(
-    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
-) -> str:
-    return frozen.fill(request, db_url, backend, FROZEN)
+db_url = copied_database(FROZEN)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from secfpp.coordinator.rounds import participant_metrics
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
-from tests.support.frozen import FrozenFederations
+from tests.support.frozen import FrozenFederations, copied_database
 
 # ``published`` and ``started`` are built once per backend and session and copied into each
 # test's database (tests/support/frozen.py; a whole round cost 2-3 s of CPU per test), so
@@ -36,11 +36,7 @@ def _started(client: TestClient, clock: FakeClock, root: Path) -> FederationHarn
 FROZEN = {"published": _published, "started": _started}
 
 
-@pytest.fixture
-def db_url(
-    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
-) -> str:
-    return frozen.fill(request, db_url, backend, FROZEN)
+db_url = copied_database(FROZEN)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
 from tests.support.common import ADMIN, ADMIN_TOKEN, FakeClock
 from tests.support.coordinator import FederationHarness, make_settings
 from tests.support.dashboard import FORM, csrf_of, login
-from tests.support.frozen import FrozenFederations
+from tests.support.frozen import FrozenFederations, copied_database
 
 # ``harness`` (8 participants enrolled) is built once per backend and session and copied into
 # each test's database (tests/support/frozen.py; enrolling cost 0.3-0.5 s of CPU per test),
@@ -34,11 +34,7 @@ def _enrolled(client: TestClient, clock: FakeClock, root: Path) -> FederationHar
 FROZEN = {"harness": _enrolled}
 
 
-@pytest.fixture
-def db_url(
-    db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
-) -> str:
-    return frozen.fill(request, db_url, backend, FROZEN)
+db_url = copied_database(FROZEN)
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ Building a federation through the API (8 or 12 participants enrolled, a round st
 shares sealed) cost each test that asked for one 0.3-3 s of CPU. A test module that only
 needs the result names such fixtures in a mapping ``FROZEN`` (fixture name -> recipe: a
 function that builds the federation on a client, clock and folder and returns what the
-test's copy is made from), overrides ``db_url`` with :meth:`FrozenFederations.fill` and
-makes each fixture from :meth:`FrozenFederations.built`::
+test's copy is made from), overrides ``db_url`` with :func:`copied_database` (which calls
+:meth:`FrozenFederations.fill`) and makes each fixture from
+:meth:`FrozenFederations.built`::
 
     def _sharing(client, clock, root):
         h = FederationHarness(client)
@@ -14,9 +15,7 @@ makes each fixture from :meth:`FrozenFederations.built`::
 
     FROZEN = {"sharing": _sharing}
 
-    @pytest.fixture
-    def db_url(db_url, backend, request, frozen):
-        return frozen.fill(request, db_url, backend, FROZEN)
+    db_url = copied_database(FROZEN)
 
     @pytest.fixture
     def sharing(client, backend, frozen):
@@ -116,19 +115,37 @@ class FrozenFederations:
         return built
 
 
+def copied_database(recipes: Mapping[str, Recipe]) -> Any:
+    """A ``db_url`` fixture overriding the usual one (a fresh database per test): a test
+    that uses one of ``recipes``' fixtures gets its fresh database filled with a copy of the
+    recipe's (:meth:`FrozenFederations.fill`); any other test gets it empty, as before.
+    Assign it as ``db_url = copied_database(FROZEN)`` in the module or conftest."""
+
+    @pytest.fixture(name="db_url")
+    def fixture(
+        db_url: str, backend: str, request: pytest.FixtureRequest, frozen: FrozenFederations
+    ) -> str:
+        return frozen.fill(request, db_url, backend, recipes)
+
+    return fixture
+
+
 def _fresh_id_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Empty, for this test, the coordinator's process-wide caches keyed by federation or
-    round id (:mod:`coordinator.rounds.views`): they rely on ids being unique, and every
-    copy of a recipe's database holds the recipe's ids (two tests that publish different
-    prompts for the same federation, generation and cluster would see each other's)."""
+    round id (:mod:`coordinator.rounds.views`, :mod:`coordinator.dashboard.pages`): they
+    rely on ids being unique, and every copy of a recipe's database holds the recipe's ids
+    (two tests that publish different prompts for the same federation, generation and
+    cluster saw each other's)."""
     from collections import OrderedDict
 
+    from secfpp.coordinator.dashboard import pages
     from secfpp.coordinator.rounds import views
 
     monkeypatch.setattr(views, "_prompts", OrderedDict())
     monkeypatch.setattr(views, "_rosters", {})
     monkeypatch.setattr(views, "_states", OrderedDict())
     monkeypatch.setattr(views, "_by_content", OrderedDict())
+    monkeypatch.setattr(pages, "_EPSILON_CACHE", {})
 
 
 def _run(recipe: Recipe, url: str, files: Path) -> Any:
