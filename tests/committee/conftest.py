@@ -23,13 +23,20 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.committee import CommitteeFederation, Kit
+from tests.support.committee import FROZEN, CommitteeFederation, Kit, enrolled
 from tests.support.common import FakeClock
+from tests.support.frozen import FrozenFederations, copied_database
+
+db_url = copied_database(FROZEN)
 
 
 @pytest.fixture
-def federation(client: TestClient, clock: FakeClock, tmp_path: Path) -> CommitteeFederation:
-    return CommitteeFederation(client, clock, tmp_path / "states")
+def federation(
+    client: TestClient, clock: FakeClock, tmp_path: Path, backend: str, frozen: FrozenFederations
+) -> CommitteeFederation:
+    """Twelve enrolled engines: a twin of the frozen federation (CommitteeFederation.twin)."""
+    built: CommitteeFederation = frozen.built(enrolled, backend)
+    return built.twin(client, clock, tmp_path / "states")
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ grid trainer whose sums are exact (see ``tests/committee/conftest.py``)."""
 from __future__ import annotations
 
 import base64
+import copy
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -89,11 +91,32 @@ def federation_body(**tolerance: Any) -> dict[str, Any]:
     )
 
 
+def _coordinator(client: TestClient) -> CoordinatorClient:
+    """A daemon's client over the in-process app: no waits between its few retries."""
+    http = cast(httpx.Client, client)  # a TestClient is an httpx.Client
+    retry = RetryPolicy(base_s=0.01, cap_s=0.01, max_attempts=3)
+    return CoordinatorClient(http, retry=retry, sleep=lambda _s: None)
+
+
+def _engine(coordinator: CoordinatorClient, state: StateDir) -> Engine:
+    """The production engine of the enrolled ``state``, driven one step at a time."""
+    index = int(state.identity()["index"])
+    return Engine(
+        coordinator,
+        state,
+        GridTrainer(index),
+        rng=DeterministicRandom(f"shares-{index}"),
+        poll_s=0.0,
+        sleep=lambda _s: None,
+        on_progress=lambda _text: None,
+    )
+
+
 class CommitteeFederation(federations.AdminRounds):
     """A federation and one production engine per participant, on one in-process client."""
 
     def __init__(self, client: TestClient, clock: FakeClock, root: Path, **tolerance: Any) -> None:
-        self.client, self.clock = client, clock
+        self.client, self.clock, self.root = client, clock, root
         r = client.post("/v1/federations", json=federation_body(**tolerance), headers=ADMIN)
         assert r.status_code == 201, r.text
         self.federation = r.json()
@@ -102,12 +125,10 @@ class CommitteeFederation(federations.AdminRounds):
             f"/v1/federations/{self.id}/enrollment-tokens", json={"count": N}, headers=ADMIN
         )
         assert r.status_code == 201, r.text
-        retry = RetryPolicy(base_s=0.01, cap_s=0.01, max_attempts=3)
         self.engines: dict[int, Engine] = {}
         for n, token in enumerate(r.json()["tokens"]):
             state = StateDir(root / f"p{n}")
-            http = cast(httpx.Client, client)  # a TestClient is an httpx.Client
-            coordinator = CoordinatorClient(http, retry=retry, sleep=lambda _s: None)
+            coordinator = _coordinator(client)
             identity = enroll(
                 coordinator,
                 state,
@@ -118,15 +139,24 @@ class CommitteeFederation(federations.AdminRounds):
                 rng=DeterministicRandom(f"key-{n}"),
             )
             index = int(identity["index"])
-            self.engines[index] = Engine(
-                coordinator,
-                state,
-                GridTrainer(index),
-                rng=DeterministicRandom(f"shares-{index}"),
-                poll_s=0.0,
-                sleep=lambda _s: None,
-                on_progress=lambda _text: None,
-            )
+            self.engines[index] = _engine(coordinator, state)
+
+    def twin(self, client: TestClient, clock: FakeClock, root: Path) -> CommitteeFederation:
+        """This federation on ``client`` and ``clock``, whose database is a copy of this
+        one's (nothing is sent): the participants' state folders copied to ``root`` and an
+        engine on each, built as at enrollment. Only for a federation none of whose engines
+        has stepped yet (an engine keeps a little state in memory between steps)."""
+        assert all(not e._handled and e._beacon_log is None for e in self.engines.values())
+        shutil.copytree(self.root, root)
+        twin = object.__new__(type(self))
+        twin.client, twin.clock, twin.root = client, clock, root
+        twin.federation = copy.deepcopy(self.federation)
+        twin.id = self.id
+        twin.engines = {
+            index: _engine(_coordinator(client), StateDir(root / engine.state.root.name))
+            for index, engine in self.engines.items()
+        }
+        return twin
 
     def task(self, index: int) -> dict[str, Any]:
         """Participant ``index``'s current task, as the JSON document."""
@@ -190,3 +220,13 @@ class Kit:
     reduced_vector = staticmethod(reduced_vector)
     update_vector = staticmethod(update_vector)
     problem = staticmethod(assert_problem)
+
+
+def enrolled(client: TestClient, clock: FakeClock, root: Path) -> CommitteeFederation:
+    """The committee suite's federation, just enrolled: the recipe of its ``federation``
+    fixture, built once per backend and session (tests/support/frozen.py)."""
+    return CommitteeFederation(client, clock, root / "states")
+
+
+FROZEN = {"federation": enrolled}
+"""The committee suite's frozen fixtures (fixture name -> recipe)."""
