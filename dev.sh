@@ -84,6 +84,14 @@ shift || true
 # without it.)
 workers=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 ))
 (( workers > 8 )) && workers=8
+if [ "$job" = test ] || [ "$job" = quick ]; then
+    # Bytecode is cached for the test jobs even where the environment turns it off
+    # (PYTHONDONTWRITEBYTECODE): the suite starts many Python processes
+    # (coordinators, daemons, CLIs), each of which otherwise compiles the project's modules
+    # again, and pytest rewrites every test module again in every worker. The caches are the
+    # usual __pycache__ folders, which git and the image builds ignore.
+    unset PYTHONDONTWRITEBYTECODE
+fi
 case "$job" in
     test)
         "$VENV/bin/ruff" check .
