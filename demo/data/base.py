@@ -5,6 +5,7 @@ Every image is ``(32, 32, 3)`` uint8 RGB; labels index the domain's ``class_name
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -78,8 +79,15 @@ class DomainSpec:
             )
 
     def load(self, split: Split = "train", *, seed: int = 0) -> DomainData:
-        """One split of this domain (each loader's docstring says how splits are drawn)."""
-        return self.loader(split, seed=seed)
+        """One split of this domain (each loader's docstring says how splits are drawn).
+
+        A built-in domain's split is made once per process and kept (:func:`_loaded`; its
+        arrays read-only): rendering one costs 1-3 s of CPU, and a run loads the same split
+        for every seed, method and partition. A user's loader is called every time (folder
+        and CSV domains keep their own decoded files)."""
+        if self.role == USER:
+            return self.loader(split, seed=seed)
+        return _loaded(self.name, self.loader, split, seed)
 
     def prompts(self) -> list[str]:
         """One prompt per class, in label order."""
@@ -117,6 +125,17 @@ class DomainData:
             class_names=self.class_names,
             sources=self.sources[indices],
         )
+
+
+@functools.lru_cache(maxsize=12)
+def _loaded(name: str, loader: Callable[..., DomainData], split: Split, seed: int) -> DomainData:
+    """``loader(split, seed=seed)`` with its arrays made read-only, once per process (a built-in
+    loader is deterministic in its arguments). Read-only, so that no caller can change what
+    the next one gets: one that needs to write takes a copy (``subset`` does)."""
+    data = loader(split, seed=seed)
+    for array in (data.images, data.labels, data.sources):
+        array.flags.writeable = False
+    return data
 
 
 def check_split(split: str) -> None:

@@ -106,5 +106,5 @@ def zeroshot_accuracy(
     text_features = class_text_features(model, tokenizer, class_names, templates)
     image_features = encode_images(model, pixels, batch_size=batch_size)
     predicted = zeroshot_predict(image_features, text_features).cpu()
-    truth = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+    truth = torch.tensor(np.asarray(labels), dtype=torch.long)  # a copy: labels may be read-only
     return float((predicted == truth).float().mean())
