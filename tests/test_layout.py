@@ -11,6 +11,8 @@ import ast
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"crypto", "coordinator", "participant", "migrations"}
 
@@ -42,6 +44,7 @@ def _bare_imports(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_no_module_imports_a_part_by_its_bare_name() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {name}"

@@ -59,6 +59,7 @@ def test_committee_federations_rerandomize_within_the_budget(
     assert zero_sharing_mean_bytes(params) <= AUTO_RERANDOMIZE_MEAN_BYTES
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_every_default_federation_rerandomizes() -> None:
     """N = 3 to the largest federation (MAX_PARTICIPANTS = 1,024), every 7th size and the
     ends: the automatic default is on for all of them."""

@@ -45,6 +45,7 @@ def test_one_dropout_in_each_stage_is_tolerated(harness: Any, clock: Any) -> Non
     np.testing.assert_allclose(after - before, mean, atol=2.0**-bits)
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(
     ("stage", "silent"),
     [

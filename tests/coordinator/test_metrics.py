@@ -69,6 +69,7 @@ def _report_raw(h: Any, text: str, sim: int = 0, number: int = 1) -> Any:
     )
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_report_replay_and_add(published: Any, snapshot: Any) -> None:
     first = _report(published, {"accuracy": 0.81, "loss": 1})
     assert first.status_code == 200, first.text

@@ -177,6 +177,7 @@ methods = st.sampled_from(["pld", "rdp"])
 
 
 # fewer examples than the profile: each runs the PLD or RDP accountant twice, up to 150 rounds
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 @settings(max_examples=20)
 @given(z=noise, q=rates, rounds=st.integers(1, 100), extra=st.integers(1, 50), method=methods)
 def test_more_rounds_cost_more(z: float, q: float, rounds: int, extra: int, method: str) -> None:
@@ -186,6 +187,7 @@ def test_more_rounds_cost_more(z: float, q: float, rounds: int, extra: int, meth
 
 
 # fewer examples than the profile: each runs the PLD or RDP accountant twice, up to 150 rounds
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 @settings(max_examples=20)
 @given(
     z=noise,

@@ -38,6 +38,7 @@ def _cluster_in(titles: list[str], label: str, number: int) -> str:
     raise AssertionError(f"no cell for {label} in round {number}")
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_federation_page_matches_the_api(client: TestClient, harness: FederationHarness) -> None:
     h = harness
     reported = {}
@@ -189,6 +190,7 @@ def test_heatmap_merges_equal_runs_and_escapes_labels() -> None:
     assert 'fill="url(#hatch)"' in svg
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_timeline_names_a_contributor_the_offset_check_caught(
     client: TestClient, harness: FederationHarness
 ) -> None:

@@ -20,6 +20,7 @@ def test_folders_are_disjoint_and_readable(tmp_path: Path) -> None:
     assert len(samples) == 40
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_bad_requests_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--domain", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown domain 'nope'" in capsys.readouterr().err

@@ -50,6 +50,7 @@ def _run(state: Path, *extra: str) -> int:
     return cli.main(argv)
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_wrong_weights_are_refused(
     coordinator: TestClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -181,6 +181,7 @@ def test_engines_complete_rounds_and_find_the_groups(http: TestClient, tmp_path:
         assert r["metrics"] == {str(i): {"accuracy": 0.5 + 0.1 * k} for i in range(N)}
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_restarted_engine_resends_identical_bytes_and_does_not_retrain(
     http: TestClient, tmp_path: Path
 ) -> None:

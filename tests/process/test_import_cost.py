@@ -28,6 +28,7 @@ def _imported_after(module: str) -> set[str]:
     return set(json.loads(done.stdout))
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 @pytest.mark.parametrize(
     "module", ["secfpp.coordinator.app", "secfpp.participant.cli", "secfpp.participant.daemon"]
 )

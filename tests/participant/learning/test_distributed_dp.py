@@ -75,6 +75,7 @@ def _read_db(workdir: Path) -> tuple[list[LedgerRecord], list[dict[str, Any]], d
     return ledger, events, json.loads(config)
 
 
+@pytest.mark.slow  # over 1.5 s on the 2-core machine: out of the inner loop (bash dev.sh quick)
 def test_a_federation_runs_with_distributed_noise_and_accounts_it(
     backbone,
     tmp_path: Path,  # type: ignore[no-untyped-def]
