@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +15,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import exc as sa_exc
 
 from secfpp.wire import limits
-from tests.support.common import ADMIN, FakeClock
+from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness
-from tests.support.frozen import FrozenFederations, copied_database
+from tests.support.frozen import FrozenFederations, copied_database, round_one_started
 
 # ``sharing`` is built once per backend and session and copied into each test's database
 # (tests/support/frozen.py; building it cost 0.5 s of CPU per test), so the module runs on
@@ -29,13 +28,7 @@ HUGE = 99999999999999999999
 DEEP = b"[" * 50_000 + b"]" * 50_000
 
 
-def _sharing(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
-    h = FederationHarness(client)
-    assert h.start_round() == 1
-    return h
-
-
-FROZEN = {"sharing": _sharing}
+FROZEN = {"sharing": round_one_started}
 
 
 db_url = copied_database(FROZEN)
@@ -44,7 +37,7 @@ db_url = copied_database(FROZEN)
 @pytest.fixture
 def sharing(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """Round 1 in the sharing stage."""
-    h: FederationHarness = frozen.built(_sharing, backend).twin(client)
+    h: FederationHarness = frozen.built(round_one_started, backend).twin(client)
     assert h.stage(1) == "sharing"
     return h
 

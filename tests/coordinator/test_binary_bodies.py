@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.wire import pack_envelopes, pack_inbox, unpack_envelopes, unpack_inbox
-from tests.support.common import ADMIN, FakeClock
+from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness
-from tests.support.frozen import FrozenFederations, copied_database
+from tests.support.frozen import FrozenFederations, copied_database, round_one_started
 
 # ``sharing`` is built once per backend and session and copied into each test's database
 # (tests/support/frozen.py; building it cost 0.5 s of CPU per test), so the module runs on
@@ -31,13 +30,7 @@ OCTETS = {"Content-Type": "application/octet-stream"}
 SHARES = "/v1/participants/me/rounds/{number}/shares"
 
 
-def _sharing(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
-    h = FederationHarness(client)
-    assert h.start_round() == 1
-    return h
-
-
-FROZEN = {"sharing": _sharing}
+FROZEN = {"sharing": round_one_started}
 
 
 db_url = copied_database(FROZEN)
@@ -46,7 +39,7 @@ db_url = copied_database(FROZEN)
 @pytest.fixture
 def sharing(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """Round 1 in the sharing stage, nobody has shared yet."""
-    h: FederationHarness = frozen.built(_sharing, backend).twin(client)
+    h: FederationHarness = frozen.built(round_one_started, backend).twin(client)
     assert h.status(1)["uploads"]["sharing"] == []
     return h
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from secfpp.coordinator.rounds import participant_metrics
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
-from tests.support.frozen import FrozenFederations, copied_database
+from tests.support.frozen import FrozenFederations, copied_database, round_one_started
 
 # ``published`` and ``started`` are built once per backend and session and copied into each
 # test's database (tests/support/frozen.py; a whole round cost 2-3 s of CPU per test), so
@@ -27,13 +27,7 @@ def _published(client: TestClient, clock: FakeClock, root: Path) -> FederationHa
     return h
 
 
-def _started(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
-    h = FederationHarness(client)
-    assert h.start_round() == 1
-    return h
-
-
-FROZEN = {"published": _published, "started": _started}
+FROZEN = {"published": _published, "started": round_one_started}
 
 
 db_url = copied_database(FROZEN)
@@ -50,7 +44,7 @@ def published(client: TestClient, backend: str, frozen: FrozenFederations) -> Fe
 @pytest.fixture
 def started(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """A federation whose round 1 has just started (metrics are accepted in any stage)."""
-    h: FederationHarness = frozen.built(_started, backend).twin(client)
+    h: FederationHarness = frozen.built(round_one_started, backend).twin(client)
     assert h.stage(1) == "sharing"
     return h
 

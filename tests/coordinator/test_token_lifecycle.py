@@ -4,7 +4,6 @@ revocation, rotation, listing without secrets, one public key per participant.""
 from __future__ import annotations
 
 import base64
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +12,9 @@ from fastapi.testclient import TestClient
 from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
-from tests.support.common import ADMIN, FakeClock
+from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness, federation_request
-from tests.support.frozen import FrozenFederations, copied_database
+from tests.support.frozen import FrozenFederations, copied_database, enrolled
 
 # ``harness`` (8 participants enrolled) is built once per backend and session and copied into
 # each test's database (tests/support/frozen.py; enrolling cost 0.3-0.5 s of CPU per test),
@@ -23,11 +22,7 @@ from tests.support.frozen import FrozenFederations, copied_database
 pytestmark = pytest.mark.xdist_group("token_lifecycle")
 
 
-def _enrolled(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
-    return FederationHarness(client)
-
-
-FROZEN = {"harness": _enrolled}
+FROZEN = {"harness": enrolled}
 
 
 db_url = copied_database(FROZEN)
@@ -36,7 +31,7 @@ db_url = copied_database(FROZEN)
 @pytest.fixture
 def harness(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """A federation of N = 8 simulated participants on :func:`client`, all enrolled."""
-    h: FederationHarness = frozen.built(_enrolled, backend).twin(client)
+    h: FederationHarness = frozen.built(enrolled, backend).twin(client)
     return h
 
 

@@ -6,7 +6,6 @@ dashboard route missing from it, so a new page cannot ship without its auth test
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
 from tests.support.common import ADMIN, ADMIN_TOKEN, FakeClock
 from tests.support.coordinator import FederationHarness, make_settings
 from tests.support.dashboard import FORM, csrf_of, login
-from tests.support.frozen import FrozenFederations, copied_database
+from tests.support.frozen import FrozenFederations, copied_database, enrolled
 
 # ``harness`` (8 participants enrolled) is built once per backend and session and copied into
 # each test's database (tests/support/frozen.py; enrolling cost 0.3-0.5 s of CPU per test),
@@ -27,11 +26,7 @@ from tests.support.frozen import FrozenFederations, copied_database
 pytestmark = pytest.mark.xdist_group("dashboard_auth")
 
 
-def _enrolled(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
-    return FederationHarness(client)
-
-
-FROZEN = {"harness": _enrolled}
+FROZEN = {"harness": enrolled}
 
 
 db_url = copied_database(FROZEN)
@@ -40,7 +35,7 @@ db_url = copied_database(FROZEN)
 @pytest.fixture
 def harness(client: TestClient, backend: str, frozen: FrozenFederations) -> FederationHarness:
     """A federation of N = 8 simulated participants on :func:`client`, all enrolled."""
-    h: FederationHarness = frozen.built(_enrolled, backend).twin(client)
+    h: FederationHarness = frozen.built(enrolled, backend).twin(client)
     return h
 
 

@@ -47,7 +47,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.support.common import FakeClock
-from tests.support.coordinator import make_settings
+from tests.support.coordinator import FederationHarness, make_settings
 from tests.support.databases import Contents, PostgresDatabases, pg_url
 
 Recipe = Callable[[TestClient, FakeClock, Path], Any]
@@ -113,6 +113,19 @@ class FrozenFederations:
             pg.recycle(name)
         self._built[key] = built
         return built
+
+
+def enrolled(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    """Recipe: a :class:`~tests.support.coordinator.FederationHarness` of 8 simulated
+    participants, all enrolled, no round started."""
+    return FederationHarness(client)
+
+
+def round_one_started(client: TestClient, clock: FakeClock, root: Path) -> FederationHarness:
+    """Recipe: :func:`enrolled`'s federation with round 1 started (sharing, nobody shared)."""
+    h = enrolled(client, clock, root)
+    assert h.start_round() == 1
+    return h
 
 
 def copied_database(recipes: Mapping[str, Recipe]) -> Any:
