@@ -23,6 +23,7 @@ from secfpp.crypto.clustering import (
 from secfpp.crypto.errors import ParameterError
 from secfpp.crypto.secpc import ReferenceSets, plaintext_distances
 from secfpp.crypto.split_rule import split_p_value
+from tests.support.clustering import fixed_point_steps
 
 
 def test_levels_and_draws_known_answers() -> None:
@@ -154,17 +155,7 @@ def test_one_group_splits_at_most_at_the_rate_over_six_rounds() -> None:
     split = 0
     for seed in range(federations):
         x = np.random.default_rng(5000 + seed).standard_normal((n, 64))
-        membership = Membership.initial(range(n))
-        for number in range(1, rounds + 1):
-            salt = f"f{seed}|{number}"
-            refs = membership.reference_sets(
-                range(n), min_aggregation_size=3, min_reference_size=3, salt=salt
-            )
-            assert refs is not None
-            result = secpc_step(plaintext_distances(x, refs), membership, config, salt=salt)
-            membership = result.membership
-            if result.splits:
-                split += 1
-                break
+        steps = fixed_point_steps(x, config, rounds=rounds, salt=f"f{seed}")
+        split += any(result.splits for result in steps)
     bound = 0.2 * (1 - 1 / (rounds + 1))
     assert split / federations <= bound + 3 * math.sqrt(bound * (1 - bound) / federations), split
