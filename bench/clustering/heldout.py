@@ -29,8 +29,9 @@ the figures to ``--json`` and ``--md`` (date, machine, load average, command, ru
 with a 95% confidence interval over its seeds). What the replay leaves out: training, the
 accuracy review (it may merge back a split that cost accuracy) and coding (exact).
 
-Usage: ``python -m bench.clustering.heldout [--seeds 10] [--rounds 6] [--alphas 0.5 5]
-[--signals cache.npz] [--accuracy acc.json] [--md docs/results/held-out.md]``; ``--quick``:
+Usage: ``python -m bench.clustering.heldout [--seeds 10] [--single-seeds 40] [--rounds 6]
+[--alphas 0.5 5] [--signals cache.npz] [--accuracy acc.json] [--md docs/results/held-out.md]``
+(``--single-seeds``: more seeds for the single-domain rows only); ``--quick``:
 2 seeds, 3 rounds, alpha 0.5, 60 images, the first pairing, 9-member triples and one domain
 alone (the test suite runs it).
 """
@@ -142,10 +143,12 @@ def seed_results(
     cache: dict[str, NDArray[Any]],
     false_split_rate: float | None = None,
     signal: str = DEFAULT_SIGNAL,
+    kinds: frozenset[str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, NDArray[Any]], float]:
     """One seed of every case at every alpha: ``({"case index|alpha": found}, the data
     signals it computed (cache entries), CPU seconds)``; ``found`` as
-    :func:`bench.clustering.signal_replay._case`. The replay's beacon is ``heldout|seed``."""
+    :func:`bench.clustering.signal_replay._case`. The replay's beacon is ``heldout|seed``.
+    ``kinds``: only the cases of these kinds (all when None)."""
     from bench.accuracy.run import _backbone
     from demo.partition import load_train_domain
 
@@ -155,6 +158,8 @@ def seed_results(
     before = set(cache)
     found: dict[str, dict[str, Any]] = {}
     for k, case in enumerate(cases):
+        if kinds is not None and case.kind not in kinds:
+            continue
         for alpha in alphas:
             ((x, domains),) = case_signals(
                 case.setting,
@@ -185,10 +190,14 @@ def run(
     jobs: int = 1,
     partial: Path | None = None,
     signal: str = DEFAULT_SIGNAL,
+    single_seeds: int | None = None,
 ) -> tuple[list[dict[str, Any]], float, int]:
     """One row per case and alpha: per seed, the round it parted (or ``None``) or whether it
     ever split, and the membership changes after parting; the CPU seconds of all seeds; and
     how many seeds were read back from ``partial``.
+    ``single_seeds``: the single-domain rows' seeds when more than ``seeds`` (a false-split
+    rate of 5% is 0.5 of 10 seeds: ten cannot tell it from 10%); the seeds past ``seeds``
+    replay only those rows.
     ``jobs > 1``: seeds in that many processes (one torch thread each); new data signals
     are added to ``cache``. ``partial``: a folder where each finished seed's results are
     written (``seed-N.json``, with the suite they belong to) and read back instead of
@@ -202,15 +211,23 @@ def run(
     )
     by_seed: dict[int, dict[str, dict[str, Any]]] = {}
     cpu = 0.0
-    key = json.dumps([[c.kind, c.setting, c.participants] for c in cases] + [common])
+    total = max(seeds, single_seeds or 0)
+    suite_key = json.dumps([[c.kind, c.setting, c.participants] for c in cases] + [common])
+
+    def kinds_of(seed: int) -> frozenset[str] | None:
+        return None if seed < seeds else frozenset({"single"})
+
+    def key_of(seed: int) -> str:
+        return suite_key + ("" if seed < seeds else "|single")
+
     if partial is not None:
         partial.mkdir(parents=True, exist_ok=True)
-        for seed in range(seeds):
+        for seed in range(total):
             path = partial / f"seed-{seed}.json"
-            if path.exists() and (stored := json.loads(path.read_text()))["suite"] == key:
+            if path.exists() and (stored := json.loads(path.read_text()))["suite"] == key_of(seed):
                 by_seed[seed] = stored["found"]
                 cpu += stored["cpu_seconds"]
-    todo = [seed for seed in range(seeds) if seed not in by_seed]
+    todo = [seed for seed in range(total) if seed not in by_seed]
 
     def done(seed: int, result: tuple[dict[str, Any], dict[str, Any], float]) -> None:
         nonlocal cpu
@@ -218,7 +235,7 @@ def run(
         cache.update(new)
         cpu += seconds
         if partial is not None:
-            record = {"suite": key, "found": by_seed[seed], "cpu_seconds": seconds}
+            record = {"suite": key_of(seed), "found": by_seed[seed], "cpu_seconds": seconds}
             (partial / f"seed-{seed}.json").write_text(json.dumps(record))
         print(f"seed {seed} done ({seconds:.0f} CPU s)", flush=True)
 
@@ -227,23 +244,27 @@ def run(
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             futures = {
-                pool.submit(seed_results, cases, seed, cache=mine, **common): seed for seed in todo
+                pool.submit(
+                    seed_results, cases, seed, cache=mine, kinds=kinds_of(seed), **common
+                ): seed
+                for seed in todo
             }
             for future in as_completed(futures):
                 done(futures[future], future.result())
     else:
         for seed in todo:
-            done(seed, seed_results(cases, seed, cache=cache, **common))
+            done(seed, seed_results(cases, seed, cache=cache, kinds=kinds_of(seed), **common))
     rows = []
     for k, case in enumerate(cases):
+        count = total if case.kind == "single" else seeds
         for alpha in alphas:
-            found = [by_seed[seed][f"{k}|{alpha}"] for seed in range(seeds)]
+            found = [by_seed[seed][f"{k}|{alpha}"] for seed in range(count)]
             row: dict[str, Any] = {
                 "kind": case.kind,
                 "setting": case.setting,
                 "participants": case.participants,
                 "alpha": alpha,
-                "seeds": seeds,
+                "seeds": count,
                 "rounds": rounds,
             }
             if case.kind == "single":
@@ -259,7 +280,7 @@ def run(
                 flush=True,
             )
             rows.append(row)
-    return rows, cpu, seeds - len(todo)
+    return rows, cpu, total - len(todo)
 
 
 def added_value(accuracy: dict[str, Any]) -> list[dict[str, Any]]:
@@ -349,7 +370,13 @@ def render(result: dict[str, Any]) -> str:
         f"Rule: the federation's default clustering step, `false_split_rate` "
         f"{meta['rules']['false_split_rate']}, `null_draws` {meta['rules']['null_draws']}, "
         f"`min_aggregation_size` 3, `max_clusters` 8. {meta['seeds']} seeds per row "
-        f"(0-{meta['seeds'] - 1}), {meta['rounds']} rounds from one cluster, "
+        f"(0-{meta['seeds'] - 1}"
+        + (
+            f"; single domains {meta['single_seeds']}, 0-{meta['single_seeds'] - 1}"
+            if meta.get("single_seeds", meta["seeds"]) > meta["seeds"]
+            else ""
+        )
+        + f"), {meta['rounds']} rounds from one cluster, "
         f"{meta['images']} images per participant, Dirichlet label skew alpha "
         f"{' and '.join(f'{a:g}' for a in meta['alphas'])} inside each domain. Path: each "
         f"participant's data signal (`reduction.signal` = `{meta.get('signal', 'data')}`) on "
@@ -458,6 +485,13 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.clustering.heldout", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--single-seeds",
+        type=int,
+        default=None,
+        help="seeds of the single-domain rows when more than --seeds (their false-split "
+        "rate is judged against 5%%: ten seeds cannot tell 5%% from 10%%)",
+    )
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.5, 5.0])
     parser.add_argument("--images", type=int, default=300, help="images per participant")
@@ -535,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs,
         partial=args.partial,
         signal=args.signal,
+        single_seeds=args.single_seeds,
     )
     if args.signals is not None:
         args.signals.parent.mkdir(parents=True, exist_ok=True)
@@ -563,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
             "rules": {"false_split_rate": config.false_split_rate, "null_draws": config.null_draws},
             "signal": args.signal,
             "seeds": args.seeds,
+            "single_seeds": max(args.seeds, args.single_seeds or 0),
             "rounds": args.rounds,
             "images": args.images,
             "alphas": args.alphas,

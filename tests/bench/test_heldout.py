@@ -137,3 +137,15 @@ def test_quick_run_reports_the_held_out_suite_and_replays_the_same_from_its_cach
     assert again["rows"] == got["rows"]
     assert main(["--quick", "--partial", str(partial), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rows"] == got["rows"]  # read back, nothing computed
+    # more seeds for the single domains only: seeds 0-1 read back, seed 2 replays the single
+    more = ["--quick", "--single-seeds", "3", "--signals", str(signals), "--partial", str(partial)]
+    assert main([*more, "--json", str(out), "--md", str(md)]) == 0
+    wider = json.loads(out.read_text())
+    assert wider["meta"]["seeds_read_back"] == 2
+    assert wider["meta"]["single_seeds"] == 3
+    assert [r["seeds"] for r in wider["rows"]] == [2, 2, 3]
+    assert wider["rows"][:2] == got["rows"][:2]
+    assert wider["rows"][2]["judged"]["measured"].endswith("of 3")
+    assert sorted(p.name for p in partial.iterdir())[-1] == "seed-2.json"
+    assert set(json.loads((partial / "seed-2.json").read_text())["found"]) == {"2|0.5"}
+    assert "single domains 3, 0-2" in md.read_text()
