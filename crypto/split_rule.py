@@ -30,8 +30,9 @@ groups ``A | B | C`` an axis that parts ``A`` from ``B`` and ``C`` leaves the ``
 offset across it for two groups of three. A median of those lengths then took that offset for
 noise, and the correction ``pull_i nu`` pushed the probe's members of ``A`` away from
 ``A``'s other members, by more than the gap between the groups: on the tuning domains' 3 + 3 + 3
-federations, whose domains were 20-200 times their spread apart, not one of 40 found all
-three domains in six rounds (``python -m bench.clustering.heldout --role tuning``). The
+federations without the printed | Greek letters pair, whose closest two domains lay 85-560
+times a member's mean squared offset apart (squared, medians over seeds), not one of 40 found
+all three domains in six rounds (``python -m bench.clustering.heldout --role tuning``). The
 lower quartile gives the noise as long as at least a quarter of the members lie on the axis:
 any two groups, three groups of which the axis parts one of at least a quarter of the
 cluster. Under one isotropic group it is below the typical noise (a chi-square quantile),
