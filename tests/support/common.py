@@ -49,7 +49,8 @@ def b64d(text: str) -> bytes:
 
 
 def in_ci() -> bool:
-    """``CI=true``: what a developer's machine may lack is required."""
+    """``CI=true``: what a developer's machine may lack is required, and the property and fuzz
+    tests run their thorough sizes (the ``ci`` hypothesis profile, ``test_fuzz.EXAMPLES``)."""
     return os.environ.get("CI", "").lower() == "true"
 
 
