@@ -23,6 +23,7 @@ Field elements are stored as ``int64`` with values in ``[0, p)``. Two regimes:
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -53,8 +54,13 @@ _BUDGET = 2**53 - 2**32  # largest |sum| of one exact block (narrow_blocks)
 _TILE_ELEMENTS = 1 << 20  # float64 entries of the work buffers of one column tile (8 MiB)
 
 
+@functools.lru_cache(maxsize=256)
 def is_prime(n: int) -> bool:
-    """Deterministic Miller-Rabin for ``n < 3.3 * 10**24`` (fixed witness set)."""
+    """Deterministic Miller-Rabin for ``n < 3.3 * 10**24`` (fixed witness set).
+
+    Cached: every :class:`FieldSpec` and :class:`PrimeField` checks its modulus, and the
+    coordinator builds them from a federation's config on every request (about 0.2 ms a
+    check for a 61-bit prime; a federation uses one or two moduli)."""
     if n < 2:
         return False
     small = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import socket
+import ssl
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
@@ -38,6 +40,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@functools.cache
+def default_tls() -> ssl.SSLContext:
+    """One default SSL context per test process, for ``httpx.Client(verify=default_tls())``:
+    a client built without one loads the CA bundle again (about 25 ms of CPU), and the fault
+    and process suites build one per simulated participant and per enrollment."""
+    return ssl.create_default_context()
 
 
 def b64e(data: bytes) -> str:

@@ -23,7 +23,7 @@ from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir
 from tests.support import federations
-from tests.support.common import ADMIN_TOKEN
+from tests.support.common import ADMIN_TOKEN, default_tls
 from tests.support.trainers import FixedTrainer
 
 N, N_CTX, DIM, R = 6, 4, 8, 16
@@ -61,7 +61,10 @@ class Admin:
 
     def __init__(self, url: str) -> None:
         self.http = httpx.Client(
-            base_url=url, timeout=30, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            base_url=url,
+            timeout=30,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            verify=default_tls(),
         )
 
     def call(self, method: str, path: str, *, patience_s: float = 60.0, **kw: Any) -> Any:
@@ -120,7 +123,9 @@ def enroll_states(url: str, tokens: list[str], root: Path) -> list[StateDir]:
     states = []
     for n, token in enumerate(tokens):
         state = StateDir(root / f"p{n}")
-        client = CoordinatorClient(httpx.Client(base_url=url, timeout=30), retry=FAST_RETRY)
+        client = CoordinatorClient(
+            httpx.Client(base_url=url, timeout=30, verify=default_tls()), retry=FAST_RETRY
+        )
         try:
             enroll(
                 client,
@@ -140,7 +145,9 @@ def enroll_states(url: str, tokens: list[str], root: Path) -> list[StateDir]:
 def make_engine(url: str, state: StateDir, *, client: CoordinatorClient | None = None) -> Engine:
     """A daemon engine with the stand-in trainer and deterministic share randomness."""
     index = int(state.identity()["index"])
-    client = client or CoordinatorClient(httpx.Client(base_url=url, timeout=30), retry=FAST_RETRY)
+    client = client or CoordinatorClient(
+        httpx.Client(base_url=url, timeout=30, verify=default_tls()), retry=FAST_RETRY
+    )
     trainer = FixedTrainer(index, reduced_dim=R, prompt_size=N_CTX * DIM)
     return Engine(client, state, trainer, rng=DeterministicRandom(f"shares-{index}"), poll_s=0.25)
 
