@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,39 @@ def clean_env(db_url: str, extra: dict[str, str] | None = None) -> dict[str, str
         "SECFPP_ADMIN_TOKEN": ADMIN_TOKEN,
         **(extra or {}),
     }
+
+
+def wait_until(
+    ready: Callable[[httpx.Client], bool],
+    process: subprocess.Popen[bytes],
+    log: Path,
+    *,
+    timeout_s: float,
+    verify: Any = True,
+    what: str = "server",
+) -> None:
+    """Poll ``ready`` every 0.1 s until it is true; fail when ``process`` exits or
+    ``timeout_s`` passes, with the end of ``log``. A transport error counts as not ready.
+
+    One client serves every poll: a new httpx client (and every bare ``httpx.get``) builds an
+    SSL context, about 25 ms of CPU, and the suites start hundreds of processes."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=1, verify=verify) as probe:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{what} exited: {log.read_text()[-3000:]}")
+            try:
+                if ready(probe):
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not become ready: {log.read_text()[-3000:]}")
+
+
+def answers_readyz(url: str) -> Callable[[httpx.Client], bool]:
+    """``GET url/readyz`` answers 200."""
+    return lambda probe: probe.get(f"{url}/readyz").status_code == 200
 
 
 class ServerProcess:
@@ -66,20 +100,9 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
             )
         self.starts += 1
-        deadline = time.monotonic() + 60
-        # One client for all the polls: each httpx.Client (and each bare httpx.get) builds an
-        # SSL context, about 25 ms of CPU, and a start is polled every 0.1 s.
-        with httpx.Client(timeout=1, verify=self.verify) as probe:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited: {self.log.read_text()[-3000:]}")
-                try:
-                    if probe.get(f"{self.url}/readyz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
-        raise RuntimeError(f"server did not become ready: {self.log.read_text()[-3000:]}")
+        wait_until(
+            answers_readyz(self.url), self.process, self.log, timeout_s=60, verify=self.verify
+        )
 
     def kill(self) -> None:
         assert self.process is not None

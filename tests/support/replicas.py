@@ -25,7 +25,7 @@ import httpx
 import psycopg
 
 from tests.support.common import ADMIN_TOKEN, REPO, free_port
-from tests.support.processes import clean_env
+from tests.support.processes import answers_readyz, clean_env, wait_until
 
 STALLED_S = 6.0
 JOB_ENV = {
@@ -89,23 +89,12 @@ class Proc:
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         """Until ``/readyz`` answers 200 (servers) or the log says it runs (workers)."""
         assert self.process is not None
-        deadline = time.monotonic() + timeout_s
-        # one client for all the polls (a new one builds an SSL context: about 25 ms of CPU)
-        with httpx.Client(timeout=1) as probe:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"{self.argv[3:5]} exited: {self.log.read_text()[-3000:]}")
-                if self.port is None:
-                    if "job threads on" in self.log.read_text():
-                        return
-                else:
-                    try:
-                        if probe.get(f"{self.url}/readyz").status_code == 200:
-                            return
-                    except httpx.TransportError:
-                        pass
-                time.sleep(0.1)
-        raise RuntimeError(f"not ready: {self.log.read_text()[-3000:]}")
+
+        def worker_runs(_: httpx.Client) -> bool:
+            return "job threads on" in self.log.read_text()
+
+        ready = worker_runs if self.port is None else answers_readyz(self.url)
+        wait_until(ready, self.process, self.log, timeout_s=timeout_s, what=str(self.argv[3:5]))
 
     def kill(self) -> None:
         assert self.process is not None
