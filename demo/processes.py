@@ -3,7 +3,9 @@
 Every child runs in a new session (its own process group), its output goes to a log
 file, and :class:`ProcessGroup` terminates the whole group (SIGTERM, then SIGKILL after
 a grace period) when the ``with`` block ends, on Ctrl-C, or when the interpreter exits,
-so the demo never leaves a process behind.
+so the demo never leaves a process behind. :func:`wait_ready` is the one readiness poll of
+the demo, the benchmarks and the tests: a started server is polled until it answers, and a
+child that exits first fails at once with the end of its log.
 """
 
 from __future__ import annotations
@@ -14,11 +16,60 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["ProcessGroup"]
+import httpx
+
+__all__ = ["ProcessGroup", "answers_readyz", "wait_ready"]
+
+
+def wait_ready(
+    ready: Callable[[], bool],
+    process: subprocess.Popen[bytes],
+    *,
+    timeout_s: float,
+    log: Path | None = None,
+    interval_s: float = 0.1,
+    what: str = "the coordinator",
+) -> None:
+    """Call ``ready`` every ``interval_s`` seconds until it returns true.
+
+    An :class:`httpx.TransportError` or :class:`OSError` from ``ready`` (nothing listening
+    yet, a TLS handshake cut short) counts as not ready. Raises :class:`RuntimeError`
+    naming ``what``, with the last 3,000 characters of ``log``, when ``process`` exits
+    first or ``timeout_s`` passes. ``ready`` should reuse one client for every poll: a new
+    httpx client builds an SSL context (about 25 ms of CPU), and the test suite starts
+    hundreds of processes.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{what} exited with status {process.returncode} during start-up" + _log_tail(log)
+            )
+        with contextlib.suppress(httpx.TransportError, OSError):
+            if ready():
+                return
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{what} was not ready after {timeout_s:g} s" + _log_tail(log))
+        time.sleep(interval_s)
+
+
+def answers_readyz(client: httpx.Client, url: str = "") -> Callable[[], bool]:
+    """A ``ready`` for :func:`wait_ready`: ``GET {url}/readyz`` through ``client`` answers
+    200 (``url`` empty when the client has a ``base_url``)."""
+    return lambda: client.get(f"{url}/readyz").status_code == 200
+
+
+def _log_tail(log: Path | None) -> str:
+    if log is None:
+        return ""
+    try:
+        return f"; the end of {log}:\n{log.read_text(errors='replace')[-3000:]}"
+    except OSError as exc:
+        return f"; its log {log} could not be read ({exc})"
 
 
 class ProcessGroup:

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from demo.partition import SETTINGS, setting_partition, write_image_folders
-from demo.processes import ProcessGroup
+from demo.processes import ProcessGroup, answers_readyz, wait_ready
 from demo.report import DemoRecord, Export, cluster_purity, describe_clusters, plot, render
 from secfpp.federation import DEFAULT_SIGNAL, SIGNALS, ClusteringPolicy
 
@@ -57,20 +57,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _wait_ready(client: httpx.Client, timeout_s: float, coordinator: Any) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if coordinator.poll() is not None:
-            raise RuntimeError("the coordinator exited during start-up; see its log")
-        try:
-            if client.get("/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"the coordinator was not ready after {timeout_s:.0f} s")
 
 
 class Deployment:
@@ -135,7 +121,13 @@ class Deployment:
             timeout=30,
             headers={"Authorization": f"Bearer {admin_token}"},
         )
-        _wait_ready(admin, 60, coordinator)
+        wait_ready(
+            answers_readyz(admin),
+            coordinator,
+            timeout_s=60,
+            log=procs.log_path("coordinator"),
+            interval_s=0.5,
+        )
         return cls(work, procs, url, admin, certs, env)
 
     def close(self) -> None:

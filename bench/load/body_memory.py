@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from bench.load.run import stop_process_group
+from demo.processes import wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-admin-token"  # a throwaway token of a throwaway server
@@ -85,17 +86,13 @@ def coordinator(work: Path, repo: Path = REPO) -> Iterator[tuple[int, int]]:
         command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the coordinator exited; see {log.name}")
-            with contextlib.suppress(OSError):
-                status, _ = asyncio.run(_request(port, "GET", "/readyz"))
-                if status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the coordinator was not ready in 60 s")
-            time.sleep(0.2)
+        wait_ready(
+            lambda: asyncio.run(_request(port, "GET", "/readyz"))[0] == 200,
+            process,
+            timeout_s=60,
+            log=Path(log.name),
+            interval_s=0.2,
+        )
         yield port, process.pid
     finally:
         stop_process_group(process)

@@ -100,6 +100,7 @@ from bench.load.stats import (
     generator_cpu,
     summarize,
 )
+from demo.processes import answers_readyz, wait_ready
 
 __all__ = ["main", "summarize"]
 
@@ -212,18 +213,8 @@ def _coordinator(
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        # one client for all the polls (a new one builds an SSL context: about 25 ms of CPU)
-        with httpx.Client(timeout=2) as probe:
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the coordinator exited; see {log}")
-                with contextlib.suppress(httpx.TransportError):
-                    if probe.get(f"{base}/readyz").status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the coordinator was not ready in 60 s; see {log}")
-                time.sleep(0.2)
+        with httpx.Client(timeout=2) as probe:  # one client for every poll
+            wait_ready(answers_readyz(probe, base), process, timeout_s=60, log=log, interval_s=0.2)
         print(f"coordinator {replica} pid {process.pid} on {base}, log {log}", flush=True)
         yield base, process.pid
     finally:

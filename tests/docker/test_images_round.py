@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import pytest
 
-from demo.processes import ProcessGroup
+from demo.processes import ProcessGroup, answers_readyz, wait_ready
 from tests.support.databases import PG_HOST, PG_PORT, PG_USER, PostgresDatabases
 from tests.support.docker import DOCKER, REPO, missing
 
@@ -115,19 +115,6 @@ def _image_folders(root: Path) -> list[Path]:
     from demo.folders import write_folders
 
     return write_folders("handwritten_digits", root, parts=N, per_part=60)
-
-
-def _wait_ready(client: httpx.Client, coordinator: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        assert coordinator.poll() is None, log.read_text()
-        try:
-            if client.get("/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"the coordinator was not ready: {log.read_text()}")
 
 
 def _processes_naming(text: str) -> list[str]:
@@ -215,7 +202,8 @@ def test_one_round_through_the_built_images(
                 timeout=30,
                 headers={"Authorization": f"Bearer {admin_token}"},
             )
-            _wait_ready(admin, server, procs.log_path("coordinator"))
+            log = procs.log_path("coordinator")
+            wait_ready(answers_readyz(admin), server, timeout_s=180, log=log, interval_s=0.5)
             federation = _create_federation(admin)
             fid = federation["id"]
             assert federation["config"]["backbone"]["model"] == "tiny-offline"

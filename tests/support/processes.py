@@ -6,13 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from demo.processes import answers_readyz, wait_ready
 from tests.support.common import ADMIN_TOKEN, REPO, free_port
 
 
@@ -25,39 +24,6 @@ def clean_env(db_url: str, extra: dict[str, str] | None = None) -> dict[str, str
         "SECFPP_ADMIN_TOKEN": ADMIN_TOKEN,
         **(extra or {}),
     }
-
-
-def wait_until(
-    ready: Callable[[httpx.Client], bool],
-    process: subprocess.Popen[bytes],
-    log: Path,
-    *,
-    timeout_s: float,
-    verify: Any = True,
-    what: str = "server",
-) -> None:
-    """Poll ``ready`` every 0.1 s until it is true; fail when ``process`` exits or
-    ``timeout_s`` passes, with the end of ``log``. A transport error counts as not ready.
-
-    One client serves every poll: a new httpx client (and every bare ``httpx.get``) builds an
-    SSL context, about 25 ms of CPU, and the suites start hundreds of processes."""
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=1, verify=verify) as probe:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"{what} exited: {log.read_text()[-3000:]}")
-            try:
-                if ready(probe):
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-    raise RuntimeError(f"{what} did not become ready: {log.read_text()[-3000:]}")
-
-
-def answers_readyz(url: str) -> Callable[[httpx.Client], bool]:
-    """``GET url/readyz`` answers 200."""
-    return lambda probe: probe.get(f"{url}/readyz").status_code == 200
 
 
 class ServerProcess:
@@ -100,9 +66,8 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
             )
         self.starts += 1
-        wait_until(
-            answers_readyz(self.url), self.process, self.log, timeout_s=60, verify=self.verify
-        )
+        with httpx.Client(timeout=1, verify=self.verify) as probe:  # one client, every poll
+            wait_ready(answers_readyz(probe, self.url), self.process, timeout_s=60, log=self.log)
 
     def kill(self) -> None:
         assert self.process is not None

@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 import psycopg
 
+from demo.processes import answers_readyz, wait_ready
 from tests.support.common import ADMIN_TOKEN, REPO, free_port
-from tests.support.processes import answers_readyz, clean_env, wait_until
+from tests.support.processes import clean_env
 
 STALLED_S = 6.0
 JOB_ENV = {
@@ -90,11 +91,14 @@ class Proc:
         """Until ``/readyz`` answers 200 (servers) or the log says it runs (workers)."""
         assert self.process is not None
 
-        def worker_runs(_: httpx.Client) -> bool:
+        def worker_runs() -> bool:
             return "job threads on" in self.log.read_text()
 
-        ready = worker_runs if self.port is None else answers_readyz(self.url)
-        wait_until(ready, self.process, self.log, timeout_s=timeout_s, what=str(self.argv[3:5]))
+        with httpx.Client(timeout=1) as probe:  # one client for every poll
+            ready = worker_runs if self.port is None else answers_readyz(probe, self.url)
+            wait_ready(
+                ready, self.process, timeout_s=timeout_s, log=self.log, what=str(self.argv[3:5])
+            )
 
     def kill(self) -> None:
         assert self.process is not None
