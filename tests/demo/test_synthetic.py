@@ -86,7 +86,9 @@ def test_a_missing_package_file_is_named() -> None:
 
     with pytest.raises(FileNotFoundError, match=r"no-such\.csv\.gz"):
         package_data_file(*MNIST_5K_CSV[:-1], "no-such.csv.gz")
-    with pytest.raises(ModuleNotFoundError, match="no_such_package"):
+    with pytest.raises(
+        ModuleNotFoundError, match=r"x\.csv ships inside the package 'no_such_package'"
+    ):
         package_data_file("no_such_package", "x.csv")
 
 

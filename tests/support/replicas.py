@@ -80,6 +80,11 @@ class Proc:
             },
         )
         self.process: subprocess.Popen[bytes] | None = None
+        self.what = (
+            f"the coordinator replica on port {self.port}"
+            if self.port
+            else f"the job worker ({' '.join(command)})"
+        )
 
     def start(self) -> None:
         with self.log.open("ab") as out:
@@ -96,9 +101,7 @@ class Proc:
 
         with httpx.Client(timeout=1) as probe:  # one client for every poll
             ready = worker_runs if self.port is None else answers_readyz(probe, self.url)
-            wait_ready(
-                ready, self.process, timeout_s=timeout_s, log=self.log, what=str(self.argv[3:5])
-            )
+            wait_ready(ready, self.process, timeout_s=timeout_s, log=self.log, what=self.what)
 
     def kill(self) -> None:
         assert self.process is not None
