@@ -103,9 +103,15 @@ class PostgresDatabases:
     def restore(self, name: str, contents: Contents) -> None:
         """Fill ``name``, a database :meth:`migrated` just gave out (empty), with ``contents``
         (in one transaction): a copy of the database they were read from, for about 0.03 s
-        where ``CREATE DATABASE ... TEMPLATE`` costs the server 0.4 s of CPU."""
+        where ``CREATE DATABASE ... TEMPLATE`` costs the server 0.4 s of CPU.
+
+        Triggers stay off while the rows go in (``session_replication_role = replica``): the
+        rows are already what the triggers made, and procrastinate's insert trigger on
+        ``procrastinate_jobs`` would otherwise add a second ``deferred`` event per job, whose
+        id then collides with the copied event's."""
         with connect(name) as conn, conn.transaction():
             conn.execute("SET LOCAL search_path TO public, procrastinate")
+            conn.execute("SET LOCAL session_replication_role = replica")
             for table, data in contents.tables:
                 with conn.cursor().copy(
                     f"COPY {_quoted(table)} FROM STDIN (FORMAT BINARY)"
