@@ -154,7 +154,10 @@ def _parser() -> argparse.ArgumentParser:
     _refuse_token_argument(p, API_TOKEN_ENV)
     p.add_argument("--state", required=True, type=Path, help="state directory from 'enroll'")
     p.add_argument(
-        "--data", required=True, help="image folder (root/<class>/*.png|jpg) or CSV of path,label"
+        "--data",
+        required=True,
+        help="image folder (root/<class>/<image>: PNG, JPEG, BMP, GIF, TIFF, WebP, PPM) "
+        "or CSV of path,label",
     )
     p.add_argument("--classes", help="class list file (one name per line), optional")
     p.add_argument(

@@ -54,6 +54,7 @@ from secfpp.participant.learning.data import (
 from secfpp.participant.learning.errors import BackboneMismatchError, LearningError
 from secfpp.participant.learning.evaluation import accuracy
 from secfpp.participant.learning.features import compute_features
+from secfpp.participant.learning.images import ImageDecodeError, decode_image, upright_rgb
 from secfpp.participant.learning.prompt_learner import PromptLearner
 
 __all__ = [
@@ -228,10 +229,11 @@ def list_images(data: str | Path) -> list[Path]:
             if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
         )
         if not found:
-            raise PersonalizedModelError(f"no image (*.png, *.jpg, *.jpeg) under {location}")
+            endings = ", ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
+            raise PersonalizedModelError(f"no image ({endings}) under {location}")
         return found
     try:
-        with location.open(newline="", encoding="utf-8") as handle:
+        with location.open(newline="", encoding="utf-8-sig") as handle:
             rows = [r for r in csv.reader(handle) if r and r[0].strip()]
     except (OSError, csv.Error, UnicodeDecodeError) as exc:
         raise PersonalizedModelError(f"image list {location} cannot be read: {exc}") from None
@@ -299,10 +301,14 @@ class PersonalizedClassifier:
         return torch.cat(chunks) if chunks else torch.empty(0, self.backbone.embed_dim)
 
     def _pixels(self, image: str | Path | Image.Image) -> torch.Tensor:
+        """The backbone's input for one image, decoded as training decoded it
+        (:mod:`secfpp.participant.learning.images`: upright, 8 bits, opaque on white)."""
         if isinstance(image, Image.Image):
-            return self.backbone.preprocess(image.convert("RGB"))
-        with Image.open(image) as opened:
-            return self.backbone.preprocess(opened.convert("RGB"))
+            return self.backbone.preprocess(upright_rgb(image))
+        try:
+            return self.backbone.preprocess(decode_image(Path(image)))
+        except (OSError, ImageDecodeError) as exc:
+            raise PersonalizedModelError(f"image {image} cannot be read: {exc}") from None
 
     @torch.no_grad()
     def scores(self, features: torch.Tensor) -> torch.Tensor:

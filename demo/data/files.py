@@ -10,16 +10,22 @@ that does not decode) is refused, with the file named.
 
 * ``path,label``: one image file per row, ``path`` relative to the CSV file's folder (or
   absolute); read as in a folder domain;
-* ``label,pixel0,pixel1,...``: the image itself, ``S*S`` grey values (row-major, as the
-  MNIST CSVs) or ``S*S*3`` RGB values (row-major, ``r,g,b`` per pixel), integers 0..255.
+* ``label,pixel0,pixel1,...`` (or ``pixel1,...``, counted from 1 as in the Fashion-MNIST CSVs):
+  the image itself, ``S*S`` grey values (row-major, as the MNIST CSVs) or ``S*S*3`` RGB values
+  (row-major, ``r,g,b`` per pixel), integers 0..255.
+
+The file is UTF-8, with or without the byte-order mark spreadsheets write.
 
 A bad row (wrong number of columns, an empty label, a value that is not an integer in 0..255, a
 missing or unreadable file) is refused with the file and its line number (the header is line 1).
 
-**Images** become what the backbone's preprocess would make of them: converted to RGB
-(transparent pixels composited on white, grey repeated into three channels), the shorter side
-resized to :data:`demo.data.IMAGE_SIZE` (bicubic), centre-cropped to a square:
-``(IMAGE_SIZE, IMAGE_SIZE, 3)`` uint8.
+**Images** are decoded as a participant's daemon decodes them
+(:mod:`secfpp.participant.learning.images`: upright by their EXIF orientation, grey of more
+than 8 bits scaled to 8, transparent pixels composited on white, RGB; a 32-bit or float image
+whose range has no one meaning, or one past Pillow's decompression-bomb limit, is refused with
+the file named), then, as the backbone's preprocess would, the shorter side resized to
+:data:`demo.data.IMAGE_SIZE` (bicubic) and centre-cropped to a square: ``(IMAGE_SIZE,
+IMAGE_SIZE, 3)`` uint8.
 
 **Splits**: per class, a seeded permutation (``default_rng([seed, crc32(domain name), class])``)
 holds out ``round(0.2 * n)`` of the class's ``n`` images as the test split, at least one, and
@@ -37,9 +43,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from demo.data.base import IMAGE_SIZE, USER, DomainData, DomainSpec, Split, check_split
+from secfpp.participant.learning.images import (
+    IMAGE_SUFFIXES,
+    ImageDecodeError,
+    upright_rgb,
+)
+from secfpp.participant.learning.images import decode_image as _decode_image
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -51,9 +63,7 @@ __all__ = [
     "read_image",
 ]
 
-IMAGE_EXTENSIONS = frozenset(
-    {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm"}
-)
+IMAGE_EXTENSIONS = frozenset(IMAGE_SUFFIXES)
 TEST_FRACTION = 0.2
 
 #: (images (N, S, S, 3) uint8, labels (N,) int64, class names, sources (N,) str)
@@ -65,13 +75,18 @@ class DomainLoadError(ValueError):
 
 
 def fit_image(image: Image.Image, size: int = IMAGE_SIZE) -> np.ndarray:
-    """``image`` as ``(size, size, 3)`` uint8 RGB: alpha composited on white, shorter side
-    resized to ``size`` (bicubic), centre crop."""
-    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        image = Image.alpha_composite(white, rgba)
-    image = image.convert("RGB")
+    """``image`` as ``(size, size, 3)`` uint8 RGB: :func:`~secfpp.participant.learning.images.
+    upright_rgb` (upright, 8 bits, opaque on white), shorter side resized to ``size``
+    (bicubic), centre crop.
+
+    Raises:
+        ImageRangeError: a grey image of more than 8 bits whose range has no one meaning.
+    """
+    return _resize_crop(upright_rgb(image), size)
+
+
+def _resize_crop(image: Image.Image, size: int) -> np.ndarray:
+    """An RGB ``image``, shorter side resized to ``size`` (bicubic), centre-cropped."""
     width, height = image.size
     scale = size / min(width, height)
     new = (max(size, round(width * scale)), max(size, round(height * scale)))
@@ -89,13 +104,11 @@ def read_image(path: Path, size: int = IMAGE_SIZE, *, where: str | None = None) 
     """
     prefix = f"{where}: " if where else ""
     try:
-        with Image.open(path) as image:
-            image.load()
-            return fit_image(image, size)
+        return _resize_crop(_decode_image(path), size)
     except FileNotFoundError:
         raise DomainLoadError(f"{prefix}{path}: no such image file") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise DomainLoadError(f"{prefix}{path}: not a readable image ({exc})") from None
+    except ImageDecodeError as exc:
+        raise DomainLoadError(f"{prefix}{path}: {exc}") from None
 
 
 def _split(name: str, labels: np.ndarray, n_classes: int, split: Split, seed: int) -> np.ndarray:
@@ -211,11 +224,13 @@ def folder_domain(
 
 
 def _pixel_image(values: list[str], where: str) -> np.ndarray:
-    try:
-        pixels = np.array([int(v) for v in values], dtype=np.int64)
-    except ValueError:
-        bad = next(v for v in values if not v.strip().lstrip("-").isdigit())
-        raise DomainLoadError(f"{where}: pixel value {bad!r} is not an integer") from None
+    pixel_list = []
+    for v in values:
+        try:
+            pixel_list.append(int(v))
+        except ValueError:
+            raise DomainLoadError(f"{where}: pixel value {v!r} is not an integer") from None
+    pixels = np.array(pixel_list, dtype=np.int64)
     if pixels.min(initial=0) < 0 or pixels.max(initial=0) > 255:
         raise DomainLoadError(f"{where}: pixel values must lie in 0..255")
     n = len(pixels)
@@ -228,10 +243,15 @@ def _pixel_image(values: list[str], where: str) -> np.ndarray:
     return fit_image(image)
 
 
+def pixel_names(first: int, count: int) -> list[str]:
+    """``pixel<first>, ..., pixel<first + count - 1>``: a pixel CSV's header after ``label``."""
+    return [f"pixel{i}" for i in range(first, first + count)]
+
+
 @functools.lru_cache(maxsize=16)
 def _read_csv(path: Path, size: int) -> _Decoded:
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DomainLoadError(f"{path}: cannot read the CSV file ({exc})") from None
@@ -244,13 +264,14 @@ def _read_csv(path: Path, size: int) -> _Decoded:
     side3 = round((n_pixels / 3) ** 0.5)
     by_pixels = (
         header[:1] == ["label"]
-        and header[1:] == [f"pixel{i}" for i in range(n_pixels)]
+        and header[1:] in (pixel_names(0, n_pixels), pixel_names(1, n_pixels))
         and (side * side == n_pixels or 3 * side3 * side3 == n_pixels)
         and n_pixels > 0
     )
     if not by_path and not by_pixels:
         raise DomainLoadError(
             f"{path}, line 1: the header must be 'path,label' or 'label,pixel0,...,pixelK-1' "
+            "(or 'label,pixel1,...,pixelK') "
             f"with K = S*S (grey) or S*S*3 (RGB) pixels; found {','.join(rows[0][:4])}"
             f"{',...' if len(rows[0]) > 4 else ''} ({len(rows[0])} columns)"
         )

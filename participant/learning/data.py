@@ -2,10 +2,17 @@
 
 Two layouts are read:
 
-* an image folder ``root/<class name>/*.png|*.jpg|*.jpeg`` (class names are the directory names,
-  sorted, unless a class list fixes them and their order);
+* an image folder ``root/<class name>/<image>`` (class names are the directory names, sorted,
+  unless a class list fixes them and their order); an image is a file ending in one of
+  :data:`~secfpp.participant.learning.images.IMAGE_SUFFIXES` (PNG, JPEG, BMP, GIF, TIFF, WebP,
+  PPM/PGM/PBM), other files and hidden ones are skipped;
 * a CSV of ``path,label`` rows (an optional ``path,label`` header; paths relative to the CSV's
-  directory) with a class list that fixes the label order.
+  directory; UTF-8 with or without a byte-order mark) with a class list that fixes the label
+  order.
+
+Each file is decoded by :func:`~secfpp.participant.learning.images.decode_image`: upright by
+its EXIF orientation, grey of more than 8 bits scaled (not clipped) to 8, transparency on
+white, RGB; a file it cannot decode is a :class:`DatasetError` naming the file.
 
 Images are read lazily and returned after the backbone's eval preprocessing
 (``(3, H, W)`` float tensors), so a dataset whose features are cached is never decoded. The
@@ -25,10 +32,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torch.utils.data import Dataset
 
 from secfpp.participant.learning.errors import DatasetError, LearningConfigError
+from secfpp.participant.learning.images import IMAGE_SUFFIXES, ImageDecodeError, decode_image
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -42,8 +50,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 Transform = Callable[[Any], torch.Tensor]
 
@@ -121,12 +127,11 @@ class ImageDataset(Dataset[tuple[torch.Tensor, int]]):
 
 
 def _open_image(path: Path) -> Image.Image:
-    """Decode ``path`` fully; errors name the file."""
+    """Decode ``path`` fully (:func:`~secfpp.participant.learning.images.decode_image`); errors
+    name the file."""
     try:
-        with Image.open(path) as image:
-            image.load()
-            return image.copy()
-    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        return decode_image(path)
+    except (OSError, ImageDecodeError) as exc:
         raise DatasetError(f"image {path} cannot be read: {exc}", path=str(path)) from exc
 
 
@@ -161,7 +166,7 @@ def _check_classnames(classnames: Sequence[str], where: str) -> None:
 def read_image_folder(
     root: str | Path, *, transform: Transform, classnames: Sequence[str] | None = None
 ) -> ImageDataset:
-    """Read ``root/<class name>/*.png|*.jpg|*.jpeg``.
+    """Read ``root/<class name>/<image>`` (module doc: which files are images).
 
     Without ``classnames`` the classes are the sub-directories, sorted. With it, every
     sub-directory must be in the list and every listed class must have a directory.
@@ -220,7 +225,7 @@ def read_csv_dataset(
     _check_classnames(classnames, str(file))
     index = {name: i for i, name in enumerate(classnames)}
     try:
-        with file.open(newline="", encoding="utf-8") as handle:
+        with file.open(newline="", encoding="utf-8-sig") as handle:
             rows = list(csv.reader(handle))
     except (OSError, csv.Error, UnicodeDecodeError) as exc:
         raise DatasetError(f"dataset CSV {file} cannot be read: {exc}", path=str(file)) from exc

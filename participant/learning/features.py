@@ -5,7 +5,8 @@ round and evaluation afterwards costs only text-encoder passes. A cache entry is
 exactly one combination of
 
 * the backbone: its name and the sha256 of its weights (:attr:`Backbone.fingerprint`);
-* the preprocessing: the eval transform's description (memory addresses removed);
+* the preprocessing: how a file is decoded (:data:`~secfpp.participant.learning.images.
+  DECODING`) and the eval transform's description (memory addresses removed);
 * the data: :meth:`ImageDataset.fingerprint` (class list, every file's path, size, mtime,
   label; optionally the bytes).
 
@@ -33,6 +34,7 @@ import torch
 from secfpp.participant.learning.backbone import Backbone
 from secfpp.participant.learning.data import ImageDataset
 from secfpp.participant.learning.errors import LearningConfigError
+from secfpp.participant.learning.images import DECODING
 
 __all__ = [
     "FeatureCache",
@@ -72,9 +74,11 @@ def preprocess_fingerprint(preprocess: Callable[..., Any]) -> str:
 
 
 def feature_key(backbone: Backbone, dataset: ImageDataset, *, hash_contents: bool = False) -> str:
-    """sha256 (hex) of format, backbone name and weights, preprocessing and data fingerprint."""
+    """sha256 (hex) of format, decoding, backbone name and weights, preprocessing and data
+    fingerprint."""
     parts = (
         _FORMAT,
+        DECODING,
         backbone.name,
         backbone.fingerprint,
         preprocess_fingerprint(dataset.transform),

@@ -82,6 +82,33 @@ def test_fit_image_converts_every_mode_and_size_to_the_backbone_input() -> None:
     assert fitted[:, 31].max() < 10
 
 
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (np.full((8, 8), 2.5, dtype=np.float32), r"floating-point image with values in \[2\.5"),
+        (np.full((8, 8), np.nan, dtype=np.float32), r"floating-point image .* not finite"),
+        (np.full((8, 8), 70000, dtype=np.int32), r"32-bit .* \[70000, 70000\], outside 0\.\.65535"),
+    ],
+)
+def test_deep_images_without_one_meaning_are_refused_naming_the_file(
+    tmp_path: Path, values: np.ndarray, message: str
+) -> None:
+    root = write_folder(tmp_path / "d", {"dark": 20, "light": 230})
+    Image.fromarray(values).save(root / "dark" / "deep.tif")
+    with pytest.raises(DomainLoadError, match=rf"dark/deep\.tif: a {message}"):
+        folder_domain("d", root)
+
+
+def test_an_image_past_the_decompression_bomb_limit_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_folder(tmp_path / "d", {"dark": 20, "light": 230})
+    Image.new("L", (100, 100), 7).save(root / "light" / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100 * 100 // 2 - 1)  # error past twice
+    with pytest.raises(DomainLoadError, match=r"light/big\.png: too large an image"):
+        folder_domain("d2", root)
+
+
 def test_folder_domain_reads_mixed_images_and_splits_per_class(tmp_path: Path) -> None:
     root = write_folder(tmp_path / "shapes", {"dark": 20, "light": 230}, per_class=6)
     spec = folder_domain("shapes", root)
@@ -154,6 +181,25 @@ def test_pixel_csv_grey_and_rgb(tmp_path: Path) -> None:
     assert image[5, 5].tolist() == [200, 10, 30]
 
 
+def test_spreadsheet_and_fashion_mnist_csvs_are_read(tmp_path: Path) -> None:
+    """A byte-order mark (Excel's "CSV UTF-8") and CRLF lines; pixel columns counted from 1
+    (the Fashion-MNIST CSVs' ``label,pixel1,...,pixel784``)."""
+    header = "label," + ",".join(f"pixel{i}" for i in range(1, 17))
+    rows = [f"{c}," + ",".join([str(v)] * 16) for c, v in [("a", 0), ("b", 255)] * 2]
+    table = tmp_path / "excel.csv"
+    table.write_bytes(("\r\n".join([header, *rows]) + "\r\n").encode("utf-8-sig"))
+    data = csv_domain("excel", table).load("train")
+    assert csv_domain("excel", table).class_names == ("a", "b")
+    for image, label in zip(data.images, data.labels, strict=True):
+        assert (image == (0, 255)[int(label)]).all()
+    write_folder(tmp_path / "img", {"dark": 20, "light": 230}, per_class=2)
+    listed = tmp_path / "listed.csv"
+    files = sorted((tmp_path / "img").rglob("*.*"))
+    lines = ["path,label"] + [f"img/{f.parent.name}/{f.name},{f.parent.name}" for f in files]
+    listed.write_bytes("\r\n".join(lines).encode("utf-8-sig"))
+    assert csv_domain("listed-bom", listed).class_names == ("dark", "light")
+
+
 def test_path_csv_reads_relative_files(tmp_path: Path) -> None:
     write_folder(tmp_path / "img", {"dark": 20, "light": 230}, per_class=2)
     files = sorted((tmp_path / "img").rglob("*.*"))
@@ -175,6 +221,8 @@ FIVE_PIXELS = ",".join(f"pixel{i}" for i in range(5))  # neither S*S nor 3*S*S
         ("path,label\nok.png,a\nok.png\n", r"bad\.csv, line 3: 1 columns, the header has 2"),
         ("path,label\nok.png,\n", r"bad\.csv, line 2: empty label"),
         ("label,pixel0,pixel1,pixel2,pixel3\na,1,2,3,x\n", r"line 2: pixel value 'x'"),
+        ("label,pixel0,pixel1,pixel2,pixel3\na,1,2,3,\u00b2\n", r"line 2: pixel value '\u00b2'"),
+        ("label,pixel0,pixel1,pixel2,pixel3\na,1,2,3,2.0\n", r"line 2: pixel value '2\.0'"),
         ("label,pixel0,pixel1,pixel2,pixel3\na,1,2,3,256\n", r"line 2: pixel values must lie"),
         (
             "label," + ",".join(f"pixel{i}" for i in range(5)) + "\na,1,2,3,4,5\n",
