@@ -90,9 +90,10 @@ class StrategyConfig:
         ok = ok and (value > low if open_low else value >= low)
         ok = ok and (value < high if open_high else value <= high)
         if not ok:
-            left, right = "(" if open_low else "[", ")" if open_high else "]"
+            left = "(" if open_low else "["
+            right = ")" if open_high or math.isinf(high) else "]"  # inf itself is refused
             raise LearningConfigError(
-                name, f"must be a number in {left}{low}, {high}{right}, not {value!r}"
+                name, f"must be a finite number in {left}{low}, {high}{right}, not {value!r}"
             )
 
     @classmethod

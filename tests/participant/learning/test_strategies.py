@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -208,10 +209,12 @@ def test_dpfpl_update_is_clipped_for_gdp(tiny_backbone: Backbone, toy_features: 
             "protopfl-vpdr, secfpp",
         ),
         ("secfpp", {"rank": 2}, "'rank' is not a setting of StrategyConfig"),
-        ("secfpp", {"lr": 0.0}, "'lr' must be a number in"),
+        ("secfpp", {"lr": 0.0}, r"'lr' must be a finite number in \(0\.0, inf\), not 0\.0"),
+        ("secfpp", {"lr": math.inf}, r"'lr' must be a finite number in \(0\.0, inf\), not inf"),
+        ("secfpp", {"momentum": math.nan}, r"'momentum' must be a finite number in \[0\.0, 1\.0\)"),
         ("secfpp", {"batch_size": 0}, "'batch_size' must be an integer >= 1"),
         ("dpfpl", {"rank": 5}, r"'rank' must be in \[1, 4\]"),
-        ("dpfpl", {"noise_multiplier": -1.0}, "'noise_multiplier' must be a number in"),
+        ("dpfpl", {"noise_multiplier": -1.0}, "'noise_multiplier' must be a finite number in"),
     ],
 )
 def test_invalid_configuration(
