@@ -137,9 +137,11 @@ def _positive(value: Any, where: str) -> int:
 def load_spec(path: Path) -> dict[str, Any]:
     """The mapping of a JSON or YAML spec file, its keys checked against :data:`SPEC_KEYS`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ValueError(f"--spec {path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--spec {path}: not UTF-8 text ({exc})") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml

@@ -142,11 +142,12 @@ def _is_image(path: Path) -> bool:
 
 
 def read_class_list(path: str | Path) -> list[str]:
-    """Class names, one per line (blank lines and ``#`` comments skipped), in label order."""
+    """Class names, one per line (blank lines and ``#`` comments skipped), in label order; the
+    file is UTF-8, with or without a byte-order mark (Windows Notepad writes one)."""
     file = Path(path)
     try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
+        lines = file.read_text(encoding="utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(f"class list {file} cannot be read: {exc}", path=str(file)) from exc
     names = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     _check_classnames(names, str(file))

@@ -153,6 +153,20 @@ def test_bad_specs_are_refused_before_any_training(
     assert message in capsys.readouterr().err
 
 
+def test_spec_files_in_other_encodings_are_read_or_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A byte-order mark (Windows Notepad's "UTF-8") is read; Latin-1 is refused by name."""
+    from demo.simulate import load_spec
+
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_bytes(json.dumps({"domains": ["printed_digits"]}).encode("utf-8-sig"))
+    assert load_spec(spec_file)["domains"] == ["printed_digits"]
+    spec_file.write_bytes('{"domains": ["caf\xe9"]}'.encode("latin-1"))
+    assert main(["--spec", str(spec_file), "--out", str(tmp_path / "o")]) == 2
+    assert f"--spec {spec_file}: not UTF-8 text" in capsys.readouterr().err
+
+
 def test_analyse_clusters_known_answers() -> None:
     domains = {"a": "x", "b": "x", "c": "x", "d": "y", "e": "y", "f": "y"}
     rounds = [

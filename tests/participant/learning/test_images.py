@@ -129,6 +129,16 @@ def test_the_daemons_csv_may_carry_a_byte_order_mark(tmp_path: Path) -> None:
     assert [s.path.name for s in dataset.samples] == ["a.png"]
 
 
+def test_a_class_list_from_notepad_is_read_and_latin_1_is_named(tmp_path: Path) -> None:
+    from secfpp.participant.learning.data import read_class_list
+
+    (tmp_path / "classes.txt").write_bytes("red\r\ngrün\r\n".encode("utf-8-sig"))
+    assert read_class_list(tmp_path / "classes.txt") == ["red", "grün"]
+    (tmp_path / "latin.txt").write_bytes("red\ngrün\n".encode("latin-1"))
+    with pytest.raises(DatasetError, match=r"class list .*latin\.txt cannot be read: 'utf-8'"):
+        read_class_list(tmp_path / "latin.txt")
+
+
 def test_an_exported_model_decodes_images_as_training_did(
     tmp_path: Path, tiny_backbone: Backbone
 ) -> None:
