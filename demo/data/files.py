@@ -49,9 +49,9 @@ from demo.data.base import IMAGE_SIZE, USER, DomainData, DomainSpec, Split, chec
 from secfpp.participant.learning.images import (
     IMAGE_SUFFIXES,
     ImageDecodeError,
+    decode_image,
     upright_rgb,
 )
-from secfpp.participant.learning.images import decode_image as _decode_image
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -104,7 +104,7 @@ def read_image(path: Path, size: int = IMAGE_SIZE, *, where: str | None = None) 
     """
     prefix = f"{where}: " if where else ""
     try:
-        return _resize_crop(_decode_image(path), size)
+        return _resize_crop(decode_image(path), size)
     except FileNotFoundError:
         raise DomainLoadError(f"{prefix}{path}: no such image file") from None
     except ImageDecodeError as exc:
@@ -243,7 +243,7 @@ def _pixel_image(values: list[str], where: str) -> np.ndarray:
     return fit_image(image)
 
 
-def pixel_names(first: int, count: int) -> list[str]:
+def _pixel_names(first: int, count: int) -> list[str]:
     """``pixel<first>, ..., pixel<first + count - 1>``: a pixel CSV's header after ``label``."""
     return [f"pixel{i}" for i in range(first, first + count)]
 
@@ -264,7 +264,7 @@ def _read_csv(path: Path, size: int) -> _Decoded:
     side3 = round((n_pixels / 3) ** 0.5)
     by_pixels = (
         header[:1] == ["label"]
-        and header[1:] in (pixel_names(0, n_pixels), pixel_names(1, n_pixels))
+        and header[1:] in (_pixel_names(0, n_pixels), _pixel_names(1, n_pixels))
         and (side * side == n_pixels or 3 * side3 * side3 == n_pixels)
         and n_pixels > 0
     )

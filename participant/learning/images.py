@@ -116,10 +116,8 @@ def decode_image(path: Path) -> Image.Image:
         with Image.open(path) as image:
             image.load()
             return upright_rgb(image)
-    except FileNotFoundError:
-        raise
-    except ImageDecodeError:
-        raise
+    except (FileNotFoundError, ImageDecodeError):
+        raise  # already what the caller gets; the clauses below would rewrap them
     except Image.DecompressionBombError as exc:
         raise ImageDecodeError(f"too large an image ({exc})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:

@@ -188,8 +188,9 @@ def test_spreadsheet_and_fashion_mnist_csvs_are_read(tmp_path: Path) -> None:
     rows = [f"{c}," + ",".join([str(v)] * 16) for c, v in [("a", 0), ("b", 255)] * 2]
     table = tmp_path / "excel.csv"
     table.write_bytes(("\r\n".join([header, *rows]) + "\r\n").encode("utf-8-sig"))
-    data = csv_domain("excel", table).load("train")
-    assert csv_domain("excel", table).class_names == ("a", "b")
+    spec = csv_domain("excel", table)
+    assert spec.class_names == ("a", "b")
+    data = spec.load("train")
     for image, label in zip(data.images, data.labels, strict=True):
         assert (image == (0, 255)[int(label)]).all()
     write_folder(tmp_path / "img", {"dark": 20, "light": 230}, per_class=2)
