@@ -26,8 +26,7 @@ from tests.support.durability import no_fsync_in_this_process
 from tests.support.processes import ServerProcess
 
 if TYPE_CHECKING:
-    from fastapi.testclient import TestClient
-
+    from tests.support.asgi import TestClient
     from tests.support.coordinator import FederationHarness
     from tests.support.frozen import FrozenFederations
 
@@ -203,9 +202,8 @@ def client_base_url() -> str:
 def client(db_url: str, clock: FakeClock, client_base_url: str) -> Iterator[TestClient]:
     """The coordinator app (:func:`tests.support.coordinator.make_settings`) on a fresh
     database of the parametrized backend, with the fake clock."""
-    from fastapi.testclient import TestClient
-
     from secfpp.coordinator.app import create_app
+    from tests.support.asgi import TestClient
     from tests.support.coordinator import make_settings
 
     app = create_app(make_settings(db_url), clock=clock)

@@ -3,8 +3,8 @@
 A federation of ``N = 12`` participants with a forced committee of ``c = 7``
 (``tolerance.committee_size``; ``f_c = 0.2`` gives ``F = 2`` colluders, and the
 committee code tolerates ``T = 2``, so the size meets the ``2^-40`` bound exactly),
-on the real ASGI app (:class:`fastapi.testclient.TestClient`, SQLite or PostgreSQL),
-and one :class:`participant.engine.Engine` per participant over that client, driven
+on the real ASGI app (the suite's :class:`tests.support.asgi.TestClient`, SQLite or
+PostgreSQL), and one :class:`participant.engine.Engine` per participant over that client, driven
 one :meth:`~participant.engine.Engine.step` at a time so a test decides who acts, who
 stays silent and when the (fake) clock passes a deadline.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
+from tests.support.asgi import TestClient
 from tests.support.committee import FROZEN, CommitteeFederation, Kit, enrolled
 from tests.support.common import FakeClock
 from tests.support.frozen import FrozenFederations, copied_database

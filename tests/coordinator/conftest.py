@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
+from tests.support.asgi import TestClient
 from tests.support.common import FakeClock
 from tests.support.coordinator import (
     STORE_NOW,

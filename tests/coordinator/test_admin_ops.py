@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi.testclient import TestClient
-
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.dp import epsilon_for
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import federation_request
 

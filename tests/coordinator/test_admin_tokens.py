@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import make_settings
 

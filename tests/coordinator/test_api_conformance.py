@@ -8,12 +8,12 @@ import base64
 import re
 from typing import Any
 
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from tests.coordinator.test_body_gate import every_route
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import federation_request
 

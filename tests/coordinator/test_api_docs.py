@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.errors import PROBLEMS
 from secfpp.coordinator.settings import Settings
+from tests.support.asgi import TestClient
 
 PROBLEM_REF = "#/components/schemas/Problem"
 

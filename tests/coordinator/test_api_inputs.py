@@ -11,10 +11,10 @@ import logging
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import exc as sa_exc
 
 from secfpp.wire import limits
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness
 from tests.support.frozen import FrozenFederations, copied_database, round_one_started

@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
@@ -25,6 +24,7 @@ from secfpp.coordinator.rounds import autopilot
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.rounds.views import outcome_window
 from secfpp.crypto.dp import epsilon_for
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
 

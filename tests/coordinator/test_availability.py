@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import exc, text
 
 from secfpp.coordinator.app import create_app
@@ -26,6 +25,7 @@ from secfpp.coordinator.db.engine import DatabaseLimits, make_engine
 from secfpp.coordinator.db.errors import is_database_unavailable
 from secfpp.coordinator.db.migrate import current_revision, head_revision, upgrade
 from secfpp.coordinator.settings import Settings
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, ADMIN_TOKEN
 from tests.support.threads import run_in_threads
 

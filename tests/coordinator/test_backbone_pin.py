@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.testclient import TestClient
-
 from secfpp.federation.backbones import default_backbone, known_fingerprint, text_width
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 
 TINY_SHA = "aee66db94bc496ad0d4496665d9f53d7215607507c63adb4add5914061e1a39f"

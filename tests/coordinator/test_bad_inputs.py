@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.crypto.wire import pack_field_vector
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
 from tests.support.frozen import FrozenFederations, copied_database

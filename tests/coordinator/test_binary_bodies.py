@@ -13,10 +13,10 @@ import struct
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.crypto.errors import WireFormatError
 from secfpp.crypto.wire import pack_envelopes, pack_inbox, unpack_envelopes, unpack_inbox
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness
 from tests.support.frozen import FrozenFederations, copied_database, round_one_started

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.api import body as body_module
 from secfpp.coordinator.api.body import (
@@ -29,6 +28,7 @@ from secfpp.coordinator.api.body import (
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.errors import ProblemError
 from secfpp.wire.limits import MAX_JSON_TOKENS
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import make_settings
 

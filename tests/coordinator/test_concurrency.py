@@ -10,10 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from secfpp.coordinator.db.models import Round
+from tests.support.asgi import TestClient
 
 
 def _race(apps: list[TestClient], round_id: str, threads_per_app: int = 3) -> None:

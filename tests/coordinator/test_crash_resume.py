@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.db.models import Round
 from secfpp.coordinator.settings import Settings
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN_TOKEN
 
 LONG = {"sharing_s": 600, "distances_s": 600, "aggregation_s": 600}

@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.rounds.driver import RoundDriver, effective_deadline
 from secfpp.coordinator.settings import Settings
+from tests.support.asgi import TestClient
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,7 +9,6 @@ import json
 import threading
 from typing import Any
 
-from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -21,6 +20,7 @@ from secfpp.coordinator.db.models import Federation, Participant, Round
 from secfpp.coordinator.rounds.driver import RoundDriver
 from secfpp.coordinator.settings import Settings
 from secfpp.federation import FederationConfig
+from tests.support.asgi import TestClient
 
 
 def _settings(db_url: str, **overrides: Any) -> Settings:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.rounds.views import MAX_POLL_AFTER_S, poll_after
 from secfpp.participant.engine import MAX_POLL_AFTER_S as DAEMON_CAP
 from secfpp.participant.engine import poll_interval
 from secfpp.wire.messages import Task
+from tests.support.asgi import TestClient
 from tests.support.coordinator import make_settings
 
 

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +14,7 @@ from secfpp.coordinator.app import create_app
 from secfpp.coordinator.auth.ratelimit import GcraLimiter, RateLimit, client_key
 from secfpp.coordinator.settings import Settings
 from secfpp.crypto.errors import ParameterError
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import make_settings
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.api.availability import disk_problem
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, skip_or_fail
 from tests.support.coordinator import federation_request
 

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from fastapi.testclient import TestClient
 from psycopg import sql
 
 from secfpp.coordinator.app import create_app
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import make_settings
 from tests.support.databases import PostgresDatabases, connect, pg_url

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from secfpp.participant.client import CoordinatorClient
 from secfpp.participant.engine import Engine
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, ADMIN_TOKEN
 from tests.support.federations import create_federation, federation_body
 from tests.support.trainers import FixedTrainer, group_of

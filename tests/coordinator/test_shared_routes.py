@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.testclient import TestClient
-
 from secfpp.coordinator.api.routes import admin, lists, shared_routes
 from secfpp.coordinator.app import create_app
+from tests.support.asgi import TestClient
 from tests.support.coordinator import make_settings
 
 

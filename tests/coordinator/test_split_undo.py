@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
+
+from tests.support.asgi import TestClient
 
 
 def _report(h: Any, number: int, accuracy: float) -> None:

@@ -7,11 +7,11 @@ import base64
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.auth.tokens import hash_token
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.crypto.transport import generate_keypair, public_key_bytes
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness, federation_request
 from tests.support.frozen import FrozenFederations, copied_database, enrolled

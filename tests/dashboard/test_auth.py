@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from starlette.routing import Route
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.auth.dashboard_sessions import COOKIE, SESSION_TTL_S
 from secfpp.coordinator.dashboard.routes import FRAGMENTS, router
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, ADMIN_TOKEN, FakeClock
 from tests.support.coordinator import FederationHarness, make_settings
 from tests.support.dashboard import FORM, csrf_of, login

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
-
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.dashboard import login
 

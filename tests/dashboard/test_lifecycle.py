@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN
 from tests.support.coordinator import FederationHarness
 from tests.support.dashboard import FORM, csrf_of, login

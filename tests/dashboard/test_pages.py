@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.dashboard.charts import Cell, heatmap
 from secfpp.coordinator.db.engine import make_engine, make_sessionmaker
 from secfpp.coordinator.rounds import store
 from secfpp.crypto.dp import epsilon_for, epsilon_spent
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import FederationHarness
 from tests.support.dashboard import login, report_accuracy

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from secfpp.coordinator.app import create_app
@@ -32,6 +31,7 @@ from secfpp.wire.messages import (
     UploadReceipt,
 )
 from tests.participant.test_engine import ADMIN, GroupTrainer, N, make_engines
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN_TOKEN, FakeClock
 
 GROUP_B = (5, 6, 7)

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
 from secfpp.participant import cli
 from secfpp.participant.backbones import tiny_offline_checkpoint_path
 from secfpp.participant.learning import load_backbone
 from secfpp.participant.learning.backbone import state_fingerprint
 from tests.participant.test_cli_tokens import ADMIN, coordinator, enroll_argv, http
+from tests.support.asgi import TestClient
 
 __all__ = ["coordinator", "http"]  # fixtures used by name
 

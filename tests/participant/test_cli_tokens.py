@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
 from secfpp.participant import cli
 from secfpp.participant.client import CoordinatorClient
+from tests.support.asgi import TestClient
 
 ADMIN = {"Authorization": "Bearer admin-token"}
 SECRET = "sfe_this-must-never-be-printed"

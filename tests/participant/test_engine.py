@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
 from secfpp.coordinator.settings import Settings
@@ -21,6 +20,7 @@ from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir, StateError
 from secfpp.wire.messages import Task
 from tests.crypto.counting_key import CountingKey
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, ADMIN_TOKEN
 from tests.support.federations import create_federation, federation_body
 

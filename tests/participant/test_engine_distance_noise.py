@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.crypto.dp.ledger import LedgerRecord, epsilon_spent
 from secfpp.crypto.rng import DeterministicRandom
 from secfpp.participant import protocol
 from tests.participant.test_engine import ADMIN, DIM, N_CTX, N, R, drive, enroll_engines, http
+from tests.support.asgi import TestClient
 from tests.support.wire import task_of
 
 __all__ = ["http"]

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.rounds.rerandomization import sharing_dropouts
 from secfpp.crypto.rerandomize import SEED_SIZE
@@ -16,6 +15,7 @@ from secfpp.federation import FederationConfig
 from secfpp.participant import engine as engine_module
 from secfpp.participant import protocol
 from tests.participant.test_engine import ADMIN, N, drive, http, make_engines
+from tests.support.asgi import TestClient
 
 __all__ = ["http"]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from secfpp.participant.client import CoordinatorClient, InvalidAnswerError
 from tests.participant.test_engine import ADMIN, GroupTrainer, http, make_engines
+from tests.support.asgi import TestClient
 
 __all__ = ["http"]
 

@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from secfpp.coordinator.app import create_app
 from secfpp.coordinator.rounds.views import MAX_POLL_AFTER_S, outcome_after
 from secfpp.coordinator.settings import Settings
 from tests.participant.test_engine import ADMIN, N, make_engines
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN_TOKEN, FakeClock
 
 RATE = 2.0  # N = 8 participants: their slots spread over 4 s

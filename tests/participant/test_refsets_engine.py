@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
 from secfpp.coordinator.db.models import Round
 from tests.participant.test_engine import ADMIN, drive, http, make_engines
+from tests.support.asgi import TestClient
 
 __all__ = ["http"]  # the fixture, used by name below
 

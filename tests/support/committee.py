@@ -13,7 +13,6 @@ from typing import Any, cast
 
 import httpx
 import numpy as np
-from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 
 from secfpp.crypto.rng import DeterministicRandom
@@ -22,6 +21,7 @@ from secfpp.participant.engine import Engine, TrainOutput
 from secfpp.participant.enrollment import enroll
 from secfpp.participant.state import StateDir
 from tests.support import federations
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN, FakeClock
 from tests.support.coordinator import assert_problem
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import httpx
-from fastapi.testclient import TestClient
 
 from secfpp.coordinator.app import create_app
+from tests.support.asgi import TestClient
 from tests.support.common import ADMIN_TOKEN, free_port, skip_or_fail
 from tests.support.coordinator import FederationHarness, make_settings
 

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
+from tests.support.asgi import TestClient
 from tests.support.common import FakeClock
 from tests.support.coordinator import FederationHarness, make_settings
 from tests.support.databases import Contents, PostgresDatabases, pg_url
