@@ -3,6 +3,8 @@
 * A conftest holds fixtures and pytest hooks only; what fixtures and tests share (constants,
   fakes, builders, process harnesses) lives once in ``tests/support`` and is imported from
   there, never from a conftest.
+* In-process tests reach the app through ``tests.support.asgi.TestClient`` (one thread hop
+  a request), never Starlette's or FastAPI's own ``TestClient``.
 * Every marker is registered once, in ``pyproject.toml``, and ``slow`` is part of the default
   run (only ``bash dev.sh quick`` leaves it out).
 """
@@ -77,6 +79,28 @@ def test_no_test_module_imports_a_conftest() -> None:
         if pattern.match(line)
     ]
     assert offenders == []
+
+
+# the one module that wraps Starlette's client, and the test comparing the two
+OWN_CLIENT_EXEMPT = {"tests/support/asgi.py", "tests/test_asgi_client.py"}
+FOREIGN_CLIENT = re.compile(r"^\s*from\s+(fastapi|starlette)\.testclient\s+import\b")
+
+
+def test_in_process_tests_use_the_suites_test_client() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in sorted(TESTS.rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in OWN_CLIENT_EXEMPT
+        for line in path.read_text().splitlines()
+        if FOREIGN_CLIENT.match(line)
+    ]
+    assert offenders == [], "import TestClient from tests.support.asgi"
+
+
+def test_the_client_check_sees_both_foreign_imports() -> None:
+    assert FOREIGN_CLIENT.match("from fastapi.testclient import TestClient")
+    assert FOREIGN_CLIENT.match("    from starlette.testclient import TestClient as T")
+    assert not FOREIGN_CLIENT.match("from tests.support.asgi import TestClient")
 
 
 def _registered() -> dict[str, str]:
