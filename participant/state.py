@@ -24,6 +24,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,12 @@ __all__ = [
 ]
 
 KEY_BYTES = 32
+# numpy reads an .npy header with ast.literal_eval. CPython 3.11 (up to 3.11.7 here, 3.11.2 in
+# the images' Debian) keeps the AST constructor's recursion depth per interpreter, not per
+# thread: two threads building ASTs at once can fail one of them with "SystemError: AST
+# constructor recursion depth mismatch" (python/cpython gh-106905). Engines sharing a process
+# (the in-process harnesses, an embedding application) read their arrays one at a time.
+_NPY_HEADER_LOCK = threading.Lock()
 """Length of a raw X25519 private key."""
 
 _REQUIRED: dict[str, type] = {
@@ -237,7 +244,8 @@ class StateDir:
             return None
         raw = self._read(path)
         try:
-            return np.asarray(np.load(io.BytesIO(raw), allow_pickle=False))
+            with _NPY_HEADER_LOCK:
+                return np.asarray(np.load(io.BytesIO(raw), allow_pickle=False))
         except (ValueError, OSError, EOFError) as exc:
             raise self._damaged(path, f"is not a readable array ({_describe(exc)})") from None
 

@@ -6,6 +6,8 @@ import base64
 import json
 import os
 import stat
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +73,49 @@ def test_atomic_write_leaves_old_file_on_failure(
         atomic_write(target, b"new")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]  # no temporary left behind
+
+
+def test_arrays_are_read_one_thread_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy parses an .npy header with ast.literal_eval, which CPython 3.11 cannot run in two
+    threads at once (gh-106905: "AST constructor recursion depth mismatch", seen in the
+    replica-kill test's in-process engines): engines in one process read arrays in turn."""
+    import secfpp.participant.state as state_module
+
+    states = [StateDir(tmp_path / f"p{i}") for i in range(4)]
+    for i, state in enumerate(states):
+        state.write_array("a.npy", np.full(3, i))
+    real_load = np.load
+    inside, most = 0, 0
+    guard = threading.Lock()
+
+    def slow_load(*args: object, **kwargs: object) -> object:
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.02)  # long enough for every other thread to arrive
+        try:
+            return real_load(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            with guard:
+                inside -= 1
+
+    monkeypatch.setattr(state_module.np, "load", slow_load)
+    read: dict[int, list[int]] = {}
+    threads = [
+        threading.Thread(
+            target=lambda i=i: read.__setitem__(i, list(states[i].read_array("a.npy")))
+        )
+        for i in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert read == {i: [i, i, i] for i in range(4)}
+    assert most == 1
 
 
 def test_arrays_and_progress_round_trip(tmp_path: Path) -> None:
