@@ -44,13 +44,13 @@ __all__ = [
 ]
 
 KEY_BYTES = 32
+"""Length of a raw X25519 private key."""
 # numpy reads an .npy header with ast.literal_eval. CPython 3.11 (up to 3.11.7 here, 3.11.2 in
 # the images' Debian) keeps the AST constructor's recursion depth per interpreter, not per
 # thread: two threads building ASTs at once can fail one of them with "SystemError: AST
 # constructor recursion depth mismatch" (python/cpython gh-106905). Engines sharing a process
 # (the in-process harnesses, an embedding application) read their arrays one at a time.
 _NPY_HEADER_LOCK = threading.Lock()
-"""Length of a raw X25519 private key."""
 
 _REQUIRED: dict[str, type] = {
     "coordinator_url": str,
