@@ -572,19 +572,29 @@ def _run_round(
         _say(f"  {line}")
     tests = _split_tests(status)
     if tests:
-        _say(f"  split rule (split when the cut's p-value <= {rules:g}): {tests}")
+        _say(
+            f"  split rule (false-split budget {rules:g}, spent over each cluster's tests: "
+            f"a cluster splits when its p-value is at most its test's level): {tests}"
+        )
 
 
 def _split_tests(status: dict[str, Any]) -> str:
-    """The clustering event's split statistics, e.g. ``cluster 0: W2/W1 0.21 (p 0.350)``."""
+    """The clustering event's split statistics, e.g.
+    ``cluster 0: W2/W1 0.21 (p 0.350, level 0.025)``: the p-value and the level it had to
+    reach (``crypto.clustering.split_level``: the budget over the cluster's tests)."""
     for event in status.get("events") or []:
         detail = event.get("detail") or {}
         if "split_ratios" in detail:
             p_values = detail.get("split_p_values") or {}
-            return ", ".join(
-                f"cluster {c}: W2/W1 {r:.3f}" + (f" (p {p_values[c]:.3f})" if c in p_values else "")
-                for c, r in sorted(detail["split_ratios"].items())
-            )
+            levels = detail.get("split_levels") or {}
+            parts = []
+            for c, r in sorted(detail["split_ratios"].items()):
+                shown = [f"p {p_values[c]:.3f}"] if c in p_values else []
+                shown += [f"level {levels[c]:.3g}"] if c in levels else []
+                parts.append(
+                    f"cluster {c}: W2/W1 {r:.3f}" + (f" ({', '.join(shown)})" if shown else "")
+                )
+            return ", ".join(parts)
     return ""
 
 

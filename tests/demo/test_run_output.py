@@ -16,6 +16,18 @@ def test_split_statistics_from_the_clustering_event() -> None:
     assert _split_tests(status) == "cluster 0: W2/W1 0.214, cluster 2: W2/W1 0.031"
 
 
+def test_split_p_values_come_with_the_level_they_had_to_reach() -> None:
+    detail = {
+        "split_ratios": {"0": 0.001, "3": 0.2},
+        "split_p_values": {"0": 0.005, "3": 0.35},
+        "split_levels": {"0": 0.025, "3": 0.05 / 6},
+    }
+    assert _split_tests({"events": [{"detail": detail}]}) == (
+        "cluster 0: W2/W1 0.001 (p 0.005, level 0.025), "
+        "cluster 3: W2/W1 0.200 (p 0.350, level 0.00833)"
+    )
+
+
 def test_no_split_test_no_text() -> None:
     assert _split_tests({"events": [{"detail": {"split_ratios": {}}}]}) == ""
     assert _split_tests({"events": []}) == ""
