@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from bench.clustering.domain_signal import between_fraction
+
 MAX_MEMBERS = 14
 """Largest federation searched exhaustively (``3^14`` labelings is 4.8 million)."""
 
@@ -82,19 +84,6 @@ def same_partition(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return len(pairs) == len(set(a)) == len(set(b))
 
 
-def domain_share(x: NDArray[np.float64], domains: Sequence[str]) -> float:
-    """Between-domain sum of squares over the total: how much of the signals' spread the
-    domain partition explains, in ``[0, 1]``."""
-    centred = x - x.mean(axis=0)
-    total = float((centred**2).sum())
-    labels = np.array(domains)
-    between = sum(
-        float((labels == d).sum()) * float((centred[labels == d].mean(axis=0) ** 2).sum())
-        for d in set(domains)
-    )
-    return between / total if total > 0 else 0.0
-
-
 def rows_of(cache: Any, *, min_size: int = 3) -> list[dict[str, Any]]:
     """One row per ``(signal, setting, alpha, participants, images)`` of ``cache`` (an
     ``.npz`` of :func:`bench.clustering.signal_replay.case_signals`' keys) with two domains
@@ -109,7 +98,7 @@ def rows_of(cache: Any, *, min_size: int = 3) -> list[dict[str, Any]]:
         x = np.asarray(cache[key], dtype=np.float64)
         best = best_partition(x, groups, min_size)
         grouped[(signal, setting, alpha, size, images)].append(
-            (int(seed), same_partition(best.tolist(), domains), domain_share(x, domains))
+            (int(seed), same_partition(best.tolist(), domains), between_fraction(x, domains))
         )
     rows = []
     for (signal, setting, alpha, size, images), seeds in sorted(grouped.items()):

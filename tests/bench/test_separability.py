@@ -12,13 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.clustering.separability import (
-    best_partition,
-    domain_share,
-    main,
-    rows_of,
-    same_partition,
-)
+from bench.clustering.domain_signal import between_fraction
+from bench.clustering.separability import best_partition, main, rows_of, same_partition
 
 
 def _within(x: np.ndarray, labels: tuple[int, ...]) -> float:
@@ -59,8 +54,8 @@ def test_planted_groups_are_separable_and_a_member_among_the_others_is_not() -> 
     assert same_partition(best_partition(x, 3, 3).tolist(), domains)
     labels = tuple(["a", "b", "c"].index(d) for d in domains)
     total = float(((x - x.mean(axis=0)) ** 2).sum())
-    assert domain_share(x, domains) == pytest.approx(1 - _within(x, labels) / total)
-    assert domain_share(x, domains) > 0.98
+    assert between_fraction(x, domains) == pytest.approx(1 - _within(x, labels) / total)
+    assert between_fraction(x, domains) > 0.98
     moved = x.copy()
     moved[0] = centres[1] + 0.1  # a member of "a" whose signal sits inside "b"
     assert not same_partition(best_partition(moved, 3, 3).tolist(), domains)
