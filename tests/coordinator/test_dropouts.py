@@ -3,7 +3,6 @@ round with a clear reason, after which the next round runs."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from secfpp.coordinator.db.engine import make_engine
 from secfpp.coordinator.db.models import Round
 from secfpp.coordinator.rounds.prompts import initial_prompt
 from secfpp.federation import FederationConfig
+from tests.support.replicas import wait_for
 
 
 def test_one_dropout_in_each_stage_is_tolerated(harness: Any, clock: Any) -> None:
@@ -87,16 +87,15 @@ def test_background_task_enforces_deadlines_without_requests(
     h.act(skip={7})
     clock.advance(61)
     engine = make_engine(db_url)
+
+    def stage() -> str | None:
+        with engine.connect() as conn:
+            return conn.scalar(select(Round.stage).where(Round.number == number))
+
     try:
         # The background task's first tick after the clock moved: a fraction of a second
         # alone, but many seconds on a loaded 2-core CI machine (5 s was seen to be too short).
-        deadline = time.monotonic() + 60
-        while True:
-            with engine.connect() as conn:
-                stage = conn.scalar(select(Round.stage).where(Round.number == number))
-            if stage != "sharing" or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert stage == "distances"
+        wait_for(lambda: stage() != "sharing", 60, "the background task's deadline tick")
+        assert stage() == "distances"
     finally:
         engine.dispose()
