@@ -5,7 +5,7 @@ Active only when ``SECFPP_SUITE_PROFILE_DIR`` names a folder: every process that
 ``tests-<worker> (pid <pid>).jsonl`` there (``<worker>``: the xdist worker id)::
 
     {"id": node id, "wall": s, "self": CPU s of this process,
-     "children": CPU s of the subprocesses it waited for, "start": unix time}
+     "children": CPU s of the subprocesses it waited for}
 
 covering setup, call and teardown (``pytest_runtest_protocol``). ``self`` counts every thread
 of the process (``os.times``), so a test's in-process coordinator, engine threads and portal
@@ -66,6 +66,5 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
             "wall": time.time() - start,
             "self": self1 - self0,
             "children": children1 - children0,
-            "start": start,
         }
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,7 +136,3 @@ def machine_cpu_seconds() -> float | None:
         return None
     user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in first[1:8])
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def wall() -> float:
-    return time.monotonic()

@@ -58,7 +58,6 @@ def read_records(folder: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str
                 process["startup_wall"] = record["wall"]
                 process["startup_cpu"] = record["self"]
                 continue
-            record["process"] = name
             tests.append(record)
             process["tests"] += 1
             process["busy"] += record["wall"]

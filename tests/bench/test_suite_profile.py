@@ -66,8 +66,8 @@ def test_the_sampler_counts_a_busy_child() -> None:
 
 def test_render_of_known_records() -> None:
     tests = [
-        {"id": "t.py::a", "wall": 2.0, "self": 1.5, "children": 0.0, "process": "gw0"},
-        {"id": "t.py::b", "wall": 5.0, "self": 0.1, "children": 4.0, "process": "gw0"},
+        {"id": "t.py::a", "wall": 2.0, "self": 1.5, "children": 0.0},
+        {"id": "t.py::b", "wall": 5.0, "self": 0.1, "children": 4.0},
     ]
     summary = summarize(
         command=["bash", "dev.sh", "test"],
@@ -124,7 +124,7 @@ def test_records_of_each_process_are_read(tmp_path: Path) -> None:
     (tmp_path / "tests-gw1 (pid 7).jsonl").write_text(
         json.dumps({"collected": 2, "wall": 1.0, "self": 0.9})
         + "\n"
-        + json.dumps({"id": "x::y", "wall": 0.5, "self": 0.4, "children": 0.1, "start": 0})
+        + json.dumps({"id": "x::y", "wall": 0.5, "self": 0.4, "children": 0.1})
         + "\n"
     )
     tests, processes = read_records(tmp_path)
