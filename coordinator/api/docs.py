@@ -63,14 +63,18 @@ def install_offline_docs(
     def asset(request: Request, name: str) -> str:
         return f"{request.scope.get('root_path', '')}{ASSETS_URL}/{name}"
 
+    # The endpoints read the app from the request, never from this closure: FastAPI caches
+    # what it learns about every endpoint callable in module-level LRU caches (4,096 entries),
+    # so a closure over ``app`` would keep every app a process ever built alive, with its
+    # engine and its connection pool (the test suite builds hundreds).
     def openapi_url(request: Request) -> str:
-        return f"{request.scope.get('root_path', '')}{app.openapi_url}"
+        return f"{request.scope.get('root_path', '')}{request.app.openapi_url}"
 
     @app.get(docs_url, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         return get_swagger_ui_html(
             openapi_url=openapi_url(request),
-            title=f"{app.title} - Swagger UI",
+            title=f"{request.app.title} - Swagger UI",
             oauth2_redirect_url=redirect_url,
             swagger_js_url=asset(request, "swagger-ui-bundle.js"),
             swagger_css_url=asset(request, "swagger-ui.css"),
@@ -85,7 +89,7 @@ def install_offline_docs(
     async def redoc(request: Request) -> HTMLResponse:
         return get_redoc_html(
             openapi_url=openapi_url(request),
-            title=f"{app.title} - ReDoc",
+            title=f"{request.app.title} - ReDoc",
             redoc_js_url=f"{request.scope.get('root_path', '')}{REDOC_JS_URL}",
             redoc_favicon_url=asset(request, "favicon.png"),
             with_google_fonts=False,

@@ -3,6 +3,8 @@ with its own settings: the routes read everything per app from ``request.app.sta
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 from secfpp.coordinator.api.routes import admin, lists, shared_routes
@@ -40,3 +42,20 @@ def test_the_table_is_built_once_per_router_sequence() -> None:
     assert shared_routes(admin.router, lists.router) is not shared_routes(
         lists.router, admin.router
     )
+
+
+def test_an_app_no_longer_used_is_freed_with_its_engine(db_url: str) -> None:
+    """Nothing process-wide keeps an app alive once its last user lets go: FastAPI caches what
+    it learns about every endpoint callable in module-level LRU caches, so an endpoint closing
+    over its ``app`` kept every app a process built, with its engine and connection pool (the
+    test suite's workers held about 500 of each, and every garbage collection walked them)."""
+    app = create_app(make_settings(db_url))
+    with TestClient(app) as client:
+        for path in ("/docs", "/redoc", "/openapi.json", "/v1/federations"):
+            assert client.get(path).status_code < 500
+        engine = weakref.ref(app.state.engine)
+    freed = weakref.ref(app)
+    del app, client
+    gc.collect()
+    assert freed() is None
+    assert engine() is None
