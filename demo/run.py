@@ -31,6 +31,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -117,7 +118,7 @@ class Deployment:
         )
         admin = httpx.Client(
             base_url=url,
-            verify=str(certs.ca_cert),
+            verify=ssl.create_default_context(cafile=str(certs.ca_cert)),
             timeout=30,
             headers={"Authorization": f"Bearer {admin_token}"},
         )
